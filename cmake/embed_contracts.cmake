@@ -1,0 +1,12 @@
+# Writes a C++ file holding every built-in contract file as a string, keyed by file stem.
+set(body "// Generated from contracts/*.toml; do not edit.\n#include <map>\n#include <string>\n")
+string(APPEND body "namespace kcv::detail {\nconst std::map<std::string, std::string>& builtin_contract_texts() {\n")
+string(APPEND body "    static const std::map<std::string, std::string> texts = {\n")
+foreach(f IN LISTS FILES)
+  get_filename_component(stem ${f} NAME_WE)
+  file(READ ${f} text)
+  string(APPEND body "        {\"${stem}\", R\"kcvcontract(${text})kcvcontract\"},\n")
+endforeach()
+string(APPEND body "    };\n    return texts;\n}\n}  // namespace kcv::detail\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,372 @@
+// Token-by-token float64 evaluation of the gated linear recurrence and its adjoint. The header
+// states the recurrence, the layout and the magnitude model; docs/gdn.md derives both.
+#include "gdn_oracle.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+namespace kcv::gdn {
+namespace {
+
+// Segment length of the backward pass: the forward states are kept at segment starts and
+// recomputed inside a segment, so memory is O(T/64 + 64) states rather than O(T).
+constexpr int64_t kSegment = 64;
+
+struct Sequence {
+    int64_t batch, start, length;
+};
+
+// Offsets into the row-major tensors of the layout.
+struct Layout {
+    Shape s;
+    int64_t group;   // value heads per query/key head
+    std::vector<Sequence> seqs;
+
+    explicit Layout(const Shape& shape) : s(shape), group(shape.HV / shape.H) {
+        if (s.cu_seqlens.empty()) {
+            for (int64_t b = 0; b < s.B; ++b) seqs.push_back({b, 0, s.T});
+        } else {
+            for (size_t n = 0; n + 1 < s.cu_seqlens.size(); ++n)
+                seqs.push_back({0, s.cu_seqlens[n], s.cu_seqlens[n + 1] - s.cu_seqlens[n]});
+        }
+    }
+    int64_t row(const Sequence& q, int64_t t) const { return q.batch * s.T + q.start + t; }
+    int64_t qk(const Sequence& q, int64_t t, int64_t hv) const {
+        return (row(q, t) * s.H + hv / group) * s.K;
+    }
+    int64_t vo(const Sequence& q, int64_t t, int64_t hv) const { return (row(q, t) * s.HV + hv) * s.V; }
+    int64_t head(const Sequence& q, int64_t t, int64_t hv) const { return row(q, t) * s.HV + hv; }
+    int64_t state(int64_t n, int64_t hv) const { return (n * s.HV + hv) * s.K * s.V; }
+};
+
+// The per-token coefficients of one value head: D_t = Diag(decay), b_t = b·1, w_t = w·1.
+struct Token {
+    const double* q;
+    const double* k;
+    const double* v;
+    std::vector<double> decay;
+    double b, w;
+};
+
+Token load_token(const Problem& p, const Layout& L, const double* q, const double* k, const double* v,
+                 const double* g, const double* beta, const Sequence& seq, int64_t t, int64_t hv) {
+    const int64_t K = p.shape.K;
+    Token tk{q + L.qk(seq, t, hv), k + L.qk(seq, t, hv), v + L.vo(seq, t, hv), std::vector<double>(K, 1.0),
+             0.0, 1.0};
+    if (p.member.gate == GateKind::scalar) {
+        const double d = std::exp(g[L.head(seq, t, hv)]);
+        for (int64_t i = 0; i < K; ++i) tk.decay[i] = d;
+    } else if (p.member.gate == GateKind::channel) {
+        const double* gc = g + L.head(seq, t, hv) * K;
+        for (int64_t i = 0; i < K; ++i) tk.decay[i] = std::exp(gc[i]);
+    }
+    if (p.member.delta) tk.b = tk.w = beta[L.head(seq, t, hv)];
+    return tk;
+}
+
+// One step of the recurrence. In: S = S_{t−1}, M = M_{t−1}. Out: S = S_t, M = M_t, and the
+// intermediates the adjoint needs: Sd = D_t S_{t−1}, Md = D_t M_{t−1},
+// u = w ⊙ v − Sdᵀ (b ⊙ k) (the vector written into the state along k).
+struct StepScratch {
+    std::vector<double> Sd, Md, u, u_mag, pmag;
+};
+
+void advance(const Token& tk, int64_t K, int64_t V, std::vector<double>& S, std::vector<double>& M,
+             StepScratch& x) {
+    x.Sd.resize(K * V);
+    x.Md.resize(K * V);
+    x.u.assign(V, 0.0);
+    x.u_mag.assign(V, 0.0);
+    x.pmag.assign(V, 0.0);
+    for (int64_t i = 0; i < K; ++i)
+        for (int64_t j = 0; j < V; ++j) {
+            x.Sd[i * V + j] = tk.decay[i] * S[i * V + j];
+            x.Md[i * V + j] = tk.decay[i] * M[i * V + j];
+        }
+    // p = Sdᵀ (b ⊙ k): the part of the state along the key that the delta rule replaces.
+    for (int64_t i = 0; i < K && tk.b != 0.0; ++i) {
+        const double bk = tk.b * tk.k[i];
+        for (int64_t j = 0; j < V; ++j) {
+            x.u[j] -= bk * x.Sd[i * V + j];
+            x.pmag[j] += std::abs(bk) * std::abs(x.Sd[i * V + j]);
+            x.u_mag[j] += std::abs(bk) * x.Md[i * V + j];
+        }
+    }
+    for (int64_t j = 0; j < V; ++j) {
+        x.u[j] += tk.w * tk.v[j];
+        x.u_mag[j] += std::abs(tk.w * tk.v[j]);
+    }
+    for (int64_t i = 0; i < K; ++i)
+        for (int64_t j = 0; j < V; ++j) {
+            S[i * V + j] = x.Sd[i * V + j] + tk.k[i] * x.u[j];
+            M[i * V + j] = x.Md[i * V + j] + std::abs(tk.k[i]) * (x.pmag[j] + std::abs(tk.w * tk.v[j]));
+        }
+}
+
+void init_state(const Problem& p, const Layout& L, const double* h0, int64_t n, int64_t hv,
+                std::vector<double>& S, std::vector<double>& M) {
+    const int64_t KV = p.shape.K * p.shape.V;
+    S.assign(KV, 0.0);
+    M.assign(KV, 0.0);
+    if (h0 == nullptr) return;
+    const double* src = h0 + L.state(n, hv);
+    for (int64_t e = 0; e < KV; ++e) {
+        S[e] = src[e];
+        M[e] = std::abs(src[e]);
+    }
+}
+
+}  // namespace
+
+Member member_from_name(std::string_view name) {
+    if (name == "linear_attention") return kLinearAttention;
+    if (name == "ssd") return kSsd;
+    if (name == "gla") return kGla;
+    if (name == "gdn") return kGatedDeltaNet;
+    if (name == "kda") return kKda;
+    throw std::invalid_argument("unknown recurrence member '" + std::string(name) +
+                                "' (known: linear_attention, ssd, gla, gdn, kda)");
+}
+
+const char* member_name(Member m) {
+    if (m == kLinearAttention) return "linear_attention";
+    if (m == kSsd) return "ssd";
+    if (m == kGla) return "gla";
+    if (m == kGatedDeltaNet) return "gdn";
+    if (m == kKda) return "kda";
+    return m.delta ? "delta-without-gate" : "unknown";
+}
+
+std::vector<Member> all_members() { return {kLinearAttention, kSsd, kGla, kGatedDeltaNet, kKda}; }
+
+int64_t Shape::sequences() const {
+    return cu_seqlens.empty() ? B : static_cast<int64_t>(cu_seqlens.size()) - 1;
+}
+
+int64_t Shape::g_size(GateKind gate) const {
+    switch (gate) {
+        case GateKind::none: return 0;
+        case GateKind::scalar: return B * T * HV;
+        case GateKind::channel: return B * T * HV * K;
+    }
+    return 0;
+}
+
+void validate(const Problem& p) {
+    const Shape& s = p.shape;
+    auto bad = [](const std::string& m) { throw std::invalid_argument("recurrence problem: " + m); };
+    if (s.B < 1 || s.T < 0 || s.H < 1 || s.HV < 1 || s.K < 1 || s.V < 1)
+        bad("sizes must be positive (B, H, HV, K, V >= 1, T >= 0)");
+    if (s.HV % s.H != 0)
+        bad("HV = " + std::to_string(s.HV) + " is not a multiple of H = " + std::to_string(s.H));
+    if (p.member.delta && p.member.gate == GateKind::none) bad("the delta term without a gate is not a member");
+    if (!s.cu_seqlens.empty()) {
+        if (s.B != 1) bad("cu_seqlens needs B = 1, got B = " + std::to_string(s.B));
+        if (s.cu_seqlens.size() < 2) bad("cu_seqlens needs at least two entries");
+        if (s.cu_seqlens.front() != 0 || s.cu_seqlens.back() != s.T)
+            bad("cu_seqlens must run from 0 to T = " + std::to_string(s.T));
+        for (size_t i = 1; i < s.cu_seqlens.size(); ++i)
+            if (s.cu_seqlens[i] < s.cu_seqlens[i - 1])
+                bad("cu_seqlens decreases at entry " + std::to_string(i));
+    }
+}
+
+void forward(const Problem& p, const ForwardArgs& a) {
+    validate(p);
+    if (a.o == nullptr) throw std::invalid_argument("recurrence forward: o is required");
+    const Layout L(p.shape);
+    const int64_t K = p.shape.K, V = p.shape.V, KV = K * V;
+    std::vector<double> S, M;
+    StepScratch x;
+    for (int64_t n = 0; n < p.shape.sequences(); ++n) {
+        const Sequence& seq = L.seqs[n];
+        for (int64_t hv = 0; hv < p.shape.HV; ++hv) {
+            init_state(p, L, a.h0, n, hv, S, M);
+            for (int64_t t = 0; t < seq.length; ++t) {
+                const Token tk = load_token(p, L, a.q, a.k, a.v, a.g, a.beta, seq, t, hv);
+                advance(tk, K, V, S, M, x);
+                double* o = a.o + L.vo(seq, t, hv);
+                double* os = a.o_scale ? a.o_scale + L.vo(seq, t, hv) : nullptr;
+                for (int64_t j = 0; j < V; ++j) {
+                    double acc = 0.0, mag = 0.0;
+                    for (int64_t i = 0; i < K; ++i) {
+                        acc += tk.q[i] * S[i * V + j];
+                        mag += std::abs(tk.q[i]) * M[i * V + j];
+                    }
+                    o[j] = p.scale * acc;
+                    if (os) os[j] = std::abs(p.scale) * mag;
+                }
+            }
+            for (int64_t e = 0; e < KV; ++e) {
+                if (a.ht) a.ht[L.state(n, hv) + e] = S[e];
+                if (a.ht_scale) a.ht_scale[L.state(n, hv) + e] = M[e];
+            }
+        }
+    }
+}
+
+// Reverse-mode through advance(), token by token from the last. With dS the gradient of S_t
+// (the loss ⟨do, o⟩ + ⟨dht, ht⟩) and G its magnitude:
+//   dS += scale·q doᵀ;  dq = scale·S_t do;  du = dSᵀ k;  dk = dS u + b ⊙ (Sd dp), dp = −du;
+//   dv = w ⊙ du;  dβ = ⟨v, du⟩ + ⟨k, Sd dp⟩;  dSd = dS + (b ⊙ k) dpᵀ;  dg = Σ_v dSd ⊙ Sd;
+//   dS_{t−1} = D_t dSd.
+// G follows the same steps with absolute values, the delta correction again entering with the
+// magnitude of its own terms (|b ⊙ k| (|k|ᵀ|dS|)) without re-amplifying G.
+void backward(const Problem& p, const BackwardArgs& a) {
+    validate(p);
+    if (!a.d_o || !a.dq || !a.dk || !a.dv)
+        throw std::invalid_argument("recurrence backward: d_o, dq, dk and dv are required");
+    const Layout L(p.shape);
+    const Shape& s = p.shape;
+    const int64_t K = s.K, V = s.V, KV = K * V;
+    const bool gated = p.member.gate != GateKind::none;
+    const double scale_mag = std::abs(p.scale);
+
+    // dq and dk sum over value heads; everything else is written once per element.
+    for (int64_t e = 0; e < s.qk_size(); ++e) {
+        a.dq[e] = a.dk[e] = 0.0;
+        if (a.dq_scale) a.dq_scale[e] = 0.0;
+        if (a.dk_scale) a.dk_scale[e] = 0.0;
+    }
+
+    std::vector<double> S, M, dS, G, dSd, Gd, du, du_mag, dbk, dbk_mag, S_t, M_t;
+    std::vector<std::vector<double>> S_prev, M_prev;   // inside the current segment
+    std::vector<std::vector<double>> S_ckpt, M_ckpt;   // at segment starts
+    StepScratch x;
+    for (int64_t n = 0; n < s.sequences(); ++n) {
+        const Sequence& seq = L.seqs[n];
+        const int64_t segments = (seq.length + kSegment - 1) / kSegment;
+        for (int64_t hv = 0; hv < s.HV; ++hv) {
+            auto token = [&](int64_t t) { return load_token(p, L, a.q, a.k, a.v, a.g, a.beta, seq, t, hv); };
+            init_state(p, L, a.h0, n, hv, S, M);
+            S_ckpt.assign(segments, {});
+            M_ckpt.assign(segments, {});
+            for (int64_t t = 0; t < seq.length; ++t) {
+                if (t % kSegment == 0) {
+                    S_ckpt[t / kSegment] = S;
+                    M_ckpt[t / kSegment] = M;
+                }
+                advance(token(t), K, V, S, M, x);
+            }
+            dS.assign(KV, 0.0);
+            G.assign(KV, 0.0);
+            if (a.dht)
+                for (int64_t e = 0; e < KV; ++e) {
+                    dS[e] = a.dht[L.state(n, hv) + e];
+                    G[e] = std::abs(dS[e]);
+                }
+            for (int64_t sg = segments - 1; sg >= 0; --sg) {
+                const int64_t t0 = sg * kSegment, t1 = std::min(seq.length, t0 + kSegment);
+                S = S_ckpt[sg];
+                M = M_ckpt[sg];
+                S_prev.assign(t1 - t0, {});
+                M_prev.assign(t1 - t0, {});
+                for (int64_t t = t0; t < t1; ++t) {
+                    S_prev[t - t0] = S;
+                    M_prev[t - t0] = M;
+                    if (t + 1 < t1) advance(token(t), K, V, S, M, x);
+                }
+                for (int64_t t = t1 - 1; t >= t0; --t) {
+                    const Token tk = token(t);
+                    S_t = S_prev[t - t0];
+                    M_t = M_prev[t - t0];
+                    advance(tk, K, V, S_t, M_t, x);   // S_t, M_t; x holds Sd, Md, u
+                    const double* dout = a.d_o + L.vo(seq, t, hv);
+                    for (int64_t i = 0; i < K; ++i)
+                        for (int64_t j = 0; j < V; ++j) {
+                            dS[i * V + j] += p.scale * tk.q[i] * dout[j];
+                            G[i * V + j] += scale_mag * std::abs(tk.q[i]) * std::abs(dout[j]);
+                        }
+                    const int64_t qk = L.qk(seq, t, hv), vo = L.vo(seq, t, hv);
+                    du.assign(V, 0.0);
+                    du_mag.assign(V, 0.0);
+                    for (int64_t i = 0; i < K; ++i) {
+                        double dq = 0.0, dq_mag = 0.0, dk = 0.0, dk_mag = 0.0;
+                        for (int64_t j = 0; j < V; ++j) {
+                            dq += S_t[i * V + j] * dout[j];
+                            dq_mag += M_t[i * V + j] * std::abs(dout[j]);
+                            dk += dS[i * V + j] * x.u[j];
+                            dk_mag += G[i * V + j] * x.u_mag[j];
+                            du[j] += dS[i * V + j] * tk.k[i];
+                            du_mag[j] += G[i * V + j] * std::abs(tk.k[i]);
+                        }
+                        a.dq[qk + i] += p.scale * dq;
+                        a.dk[qk + i] += dk;
+                        if (a.dq_scale) a.dq_scale[qk + i] += scale_mag * dq_mag;
+                        if (a.dk_scale) a.dk_scale[qk + i] += dk_mag;
+                    }
+                    for (int64_t j = 0; j < V; ++j) {
+                        a.dv[vo + j] = tk.w * du[j];
+                        if (a.dv_scale) a.dv_scale[vo + j] = std::abs(tk.w) * du_mag[j];
+                    }
+                    dSd = dS;
+                    Gd = G;
+                    if (p.member.delta) {
+                        // dbk = Sd dp with dp = −du: the gradient of b ⊙ k.
+                        dbk.assign(K, 0.0);
+                        dbk_mag.assign(K, 0.0);
+                        double dw = 0.0, dw_mag = 0.0, db = 0.0, db_mag = 0.0;
+                        for (int64_t j = 0; j < V; ++j) {
+                            dw += tk.v[j] * du[j];
+                            dw_mag += std::abs(tk.v[j]) * du_mag[j];
+                        }
+                        std::vector<double> kdS(V, 0.0);
+                        for (int64_t i = 0; i < K; ++i)
+                            for (int64_t j = 0; j < V; ++j) {
+                                dbk[i] -= x.Sd[i * V + j] * du[j];
+                                dbk_mag[i] += x.Md[i * V + j] * du_mag[j];
+                                kdS[j] += std::abs(tk.k[i]) * std::abs(dS[i * V + j]);
+                            }
+                        for (int64_t i = 0; i < K; ++i) {
+                            a.dk[qk + i] += tk.b * dbk[i];
+                            if (a.dk_scale) a.dk_scale[qk + i] += std::abs(tk.b) * dbk_mag[i];
+                            db += tk.k[i] * dbk[i];
+                            db_mag += std::abs(tk.k[i]) * dbk_mag[i];
+                            for (int64_t j = 0; j < V; ++j) {
+                                dSd[i * V + j] -= tk.b * tk.k[i] * du[j];
+                                Gd[i * V + j] += std::abs(tk.b * tk.k[i]) * kdS[j];
+                            }
+                        }
+                        const int64_t hb = L.head(seq, t, hv);
+                        if (a.dbeta) a.dbeta[hb] = dw + db;
+                        if (a.dbeta_scale) a.dbeta_scale[hb] = dw_mag + db_mag;
+                    }
+                    if (gated) {
+                        double total = 0.0, total_mag = 0.0;
+                        for (int64_t i = 0; i < K; ++i) {
+                            double dg = 0.0, dg_mag = 0.0;
+                            for (int64_t j = 0; j < V; ++j) {
+                                dg += dSd[i * V + j] * x.Sd[i * V + j];
+                                dg_mag += Gd[i * V + j] * x.Md[i * V + j];
+                            }
+                            if (p.member.gate == GateKind::channel) {
+                                const int64_t e = L.head(seq, t, hv) * K + i;
+                                if (a.dg) a.dg[e] = dg;
+                                if (a.dg_scale) a.dg_scale[e] = dg_mag;
+                            }
+                            total += dg;
+                            total_mag += dg_mag;
+                        }
+                        if (p.member.gate == GateKind::scalar) {
+                            const int64_t e = L.head(seq, t, hv);
+                            if (a.dg) a.dg[e] = total;
+                            if (a.dg_scale) a.dg_scale[e] = total_mag;
+                        }
+                    }
+                    for (int64_t i = 0; i < K; ++i)
+                        for (int64_t j = 0; j < V; ++j) {
+                            dS[i * V + j] = tk.decay[i] * dSd[i * V + j];
+                            G[i * V + j] = tk.decay[i] * Gd[i * V + j];
+                        }
+                }
+            }
+            for (int64_t e = 0; e < KV; ++e) {
+                if (a.dh0) a.dh0[L.state(n, hv) + e] = dS[e];
+                if (a.dh0_scale) a.dh0_scale[L.state(n, hv) + e] = G[e];
+            }
+        }
+    }
+}
+
+}  // namespace kcv::gdn

@@ -1,0 +1,128 @@
+// The gated linear recurrence in float64, token by token: the reference every recurrence kernel
+// is judged against, forward and its exact adjoint. Framework-free: plain row-major arrays.
+//
+//     S_t = (I − k_t (b_t ⊙ k_t)ᵀ) · Diag(exp(g_t)) · S_{t−1} + k_t (w_t ⊙ v_t)ᵀ
+//     o_t = scale · S_tᵀ q_t
+//
+// with S_t ∈ R^{K×V} per (sequence, value head). The five members differ only in the gate kind
+// and whether the delta term is on (docs/gdn.md has the table): b_t = w_t = β_t with the delta
+// term, b_t = 0 and w_t = 1 without it.
+//
+// Layout (row-major, contiguous):
+//   q, k   [B, T, H, K]        v, o, do   [B, T, HV, V]     HV a multiple of H; value head hv
+//   g      scalar gate [B, T, HV], per-channel gate [B, T, HV, K] (log decay, natural log)
+//   beta   [B, T, HV]          h0, ht, dht, dh0   [N, HV, K, V]
+// Sequences: without cu_seqlens, N = B sequences of T tokens; with cu_seqlens (B = 1), N =
+// len(cu_seqlens) − 1 sequences, sequence n holding tokens [cu[n], cu[n+1]) of the T axis.
+// Value head hv reads query/key head hv / (HV / H), as repeat_interleave would; the gradients of
+// q and k sum over the value heads of a group in increasing order.
+//
+// Alongside every output the oracle computes the magnitude scale s_i of the analytic error
+// model (GATES.md), derived in docs/gdn.md: a magnitude state M_t ≥ 0 propagated through the
+// recurrence with absolute values,
+//
+//     M_t = D_t M_{t−1} + |k_t| (|b_t ⊙ k_t|ᵀ |D_t S_{t−1}|) + |k_t| |w_t ⊙ v_t|ᵀ,   M_0 = |h0|,
+//     s(o_t) = |scale| · |q_t|ᵀ M_t,    s(ht) = M_T,
+//
+// which is exactly Σ|terms| of the unrolled sum for the members without the delta term. The
+// delta correction enters with the magnitude of its own terms but does not re-amplify M: the
+// projection I − β k kᵀ is non-expansive (2-norm) for 0 ≤ β‖k‖² ≤ 2, so an error already in the
+// state is not enlarged by it, whereas Σ|terms| over the unrolled product grows like
+// Π(1 + β‖k‖₁²) and would bound nothing useful. The backward mirrors this with a gradient
+// magnitude G_t (see backward()).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcv::gdn {
+
+enum class GateKind : uint8_t { none, scalar, channel };
+
+// A member of the family: the gate kind and whether the delta term is on.
+struct Member {
+    GateKind gate = GateKind::none;
+    bool delta = false;
+    bool operator==(const Member&) const = default;
+};
+
+inline constexpr Member kLinearAttention{GateKind::none, false};
+inline constexpr Member kSsd{GateKind::scalar, false};        // Mamba-2, simple GLA
+inline constexpr Member kGla{GateKind::channel, false};
+inline constexpr Member kGatedDeltaNet{GateKind::scalar, true};
+inline constexpr Member kKda{GateKind::channel, true};
+
+// "linear_attention", "ssd", "gla", "gdn", "kda"; throws std::invalid_argument otherwise.
+Member member_from_name(std::string_view name);
+const char* member_name(Member m);
+std::vector<Member> all_members();
+
+struct Shape {
+    int64_t B = 1, T = 1, H = 1, HV = 1, K = 1, V = 1;
+    std::vector<int64_t> cu_seqlens;   // empty: B sequences of length T
+
+    int64_t sequences() const;
+    // Elements of each tensor of the layout above.
+    int64_t qk_size() const { return B * T * H * K; }
+    int64_t v_size() const { return B * T * HV * V; }
+    int64_t beta_size() const { return B * T * HV; }
+    int64_t g_size(GateKind gate) const;
+    int64_t state_size() const { return sequences() * HV * K * V; }
+};
+
+struct Problem {
+    Member member;
+    Shape shape;
+    double scale = 1.0;
+};
+
+// Throws std::invalid_argument naming the problem: positive sizes, HV a multiple of H, and for
+// varlen B = 1 and cu_seqlens non-decreasing from 0 to T.
+void validate(const Problem& p);
+
+// Inputs: g is ignored for gate none, beta without the delta term; h0 may be null (zero state).
+struct ForwardArgs {
+    const double* q = nullptr;
+    const double* k = nullptr;
+    const double* v = nullptr;
+    const double* g = nullptr;
+    const double* beta = nullptr;
+    const double* h0 = nullptr;
+    double* o = nullptr;          // required
+    double* ht = nullptr;         // final state; may be null
+    double* o_scale = nullptr;    // magnitude scales; may be null
+    double* ht_scale = nullptr;
+};
+void forward(const Problem& p, const ForwardArgs& a);
+
+// The exact adjoint of forward() for the loss ⟨do, o⟩ + ⟨dht, ht⟩. dht may be null (zero).
+// Outputs dg, dbeta, dh0 are written where non-null and meaningful for the member (dg needs a
+// gate, dbeta the delta term). Scale pointers may be null.
+struct BackwardArgs {
+    const double* q = nullptr;
+    const double* k = nullptr;
+    const double* v = nullptr;
+    const double* g = nullptr;
+    const double* beta = nullptr;
+    const double* h0 = nullptr;
+    const double* d_o = nullptr;  // required
+    const double* dht = nullptr;
+    double* dq = nullptr;         // required
+    double* dk = nullptr;         // required
+    double* dv = nullptr;         // required
+    double* dg = nullptr;
+    double* dbeta = nullptr;
+    double* dh0 = nullptr;
+    double* dq_scale = nullptr;
+    double* dk_scale = nullptr;
+    double* dv_scale = nullptr;
+    double* dg_scale = nullptr;
+    double* dbeta_scale = nullptr;
+    double* dh0_scale = nullptr;
+};
+void backward(const Problem& p, const BackwardArgs& a);
+
+}  // namespace kcv::gdn

@@ -1,0 +1,44 @@
+// The two error models of GATES.md. Pure functions over the reference, the scale and an output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kcv/contract.hpp"
+#include "kcv/tensor.hpp"
+
+namespace kcv {
+
+struct ErrorModelParams {
+    double c = 4.0;                        // analytic constant
+    double u_acc = 0x1p-24;                // unit roundoff of the declared accumulator
+    double u_out = 0x1p-24;                // unit roundoff of the output dtype
+    double ulp_min_normal = 0;             // ulp_out(min normal)
+};
+ErrorModelParams params_for(const OutputSpec& o, double c);
+
+// r = max_i |y_i − y*_i| / τ_i over positions where y* is finite,
+// τ_i = c·u(acc)·√K·s_i + u(out)·|y*_i| + ulp_out(min normal).
+struct AnalyticResult {
+    double r = 0;                          // NaN when any compared y_i is NaN
+    int64_t worst = -1;                    // index of max ratio
+    int64_t first_violation = -1;          // first index with ratio > 1 (or NaN)
+    int64_t violations = 0;
+    int64_t compared = 0;
+    double tau_at_worst = 0, err_at_worst = 0;
+    bool pass() const { return r <= 1.0; }   // false for NaN
+};
+AnalyticResult analytic_ratio(const Tensor& y, const Tensor& ystar, const Tensor& scale, int64_t k,
+                              const ErrorModelParams& p);
+
+// err(y) = max_i |y_i − y*_i| / (max_i |y*_i| + tiny), over positions where y* is finite.
+struct EnvelopeErr {
+    double err = 0;                        // NaN if y is NaN where y* is finite
+    int64_t worst = -1;
+};
+EnvelopeErr envelope_err(const Tensor& y, const Tensor& ystar);
+
+// Envelope model ratio: err(candidate) / (factor · max(err(controls), err_floor)).
+double envelope_ratio(double err_candidate, double err_controls_max, double err_floor, double factor);
+
+}  // namespace kcv

@@ -1,0 +1,51 @@
+// The value families of GATES.md: how a probe fills an input. Every value is a pure function of
+// (seed, input position), so the reference and the candidate always see the same inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kcv/contract.hpp"
+#include "kcv/tensor.hpp"
+
+namespace kcv {
+
+struct Family {
+    enum class Kind : uint8_t {
+        task,             // the contract's own distribution for the input
+        signed_normal,    // N(0, 1)
+        positive,         // U(0, 1): maximal swamping for sums
+        band,             // the task distribution times `scale` (PRC-02: 10 .. 1e4)
+        offset,           // `scale` + N(0, 1) (PRC-02: 1e4 for norms and variances)
+        near_max,         // values within a factor 2 of the dtype's max finite value
+        random_mantissa,  // fp32 with all 24 significand bits random, exponent in [-4, 4]
+        repeated,         // one value repeated (task distribution, drawn once)
+        subnormal,        // subnormals of the input dtype, random sign and significand
+    } kind = Kind::task;
+    double scale = 1.0;
+    static Family of(Kind k, double scale = 1.0) { return {k, scale}; }
+};
+const char* name(Family::Kind k);
+std::string describe(const Family& f);
+
+// Fills t with the family's values, rounded to t's dtype. Respects the input's domain
+// (clamps to [lo, hi]) and its structural zeros. Index inputs draw integers in [a, b].
+void fill(Tensor& t, const InputSpec& spec, const Family& f, uint64_t seed);
+
+// Special values injected into a filled tensor (EXC-01).
+struct Specials {
+    enum class Pattern : uint8_t {
+        scattered,     // `rate` of the positions, random kinds among `kinds`
+        row_neg_inf,   // one whole last-dimension row of -Inf (masked softmax)
+        single_nan,    // one NaN in the middle of the tensor (inside a long reduction)
+    } pattern = Pattern::scattered;
+    double rate = 0.005;
+    // Kinds to draw from: "nan", "+inf", "-inf", "+0", "-0", "+max", "-max".
+    std::vector<std::string> kinds = {"nan", "+inf", "-inf"};
+};
+// Returns the logical indices it changed. Never touches structural zeros, never touches index
+// inputs or inputs whose domain excludes non-finite values (returns empty).
+std::vector<int64_t> inject(Tensor& t, const InputSpec& spec, const Specials& s, uint64_t seed);
+
+}  // namespace kcv

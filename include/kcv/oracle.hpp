@@ -1,0 +1,40 @@
+// Float64 reference oracles. Each computes y* from the exact values of the inputs and, beside
+// it, the magnitude scale s_i of the analytic error model (for a sum or dot product, Σ|term|).
+// An oracle refuses (throws OracleError) any floating-point operand that is not float64:
+// reduced-precision arithmetic cannot sneak into a reference.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kcv/tensor.hpp"
+
+namespace kcv {
+
+struct OracleError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct OracleArgs {
+    const std::vector<Tensor>& inputs;               // float64 (or integer index tensors)
+    const std::map<std::string, double>& attributes;
+    std::vector<Tensor>& outputs;                    // float64, shaped by the caller
+    std::vector<Tensor>& scales;                     // float64, same shapes as outputs
+};
+
+using OracleFn = void (*)(const OracleArgs&);
+
+// nullptr when unknown. Names: matmul, bmm, sum, mean, max, argmax, cumsum, softmax,
+// log_softmax, layernorm, rmsnorm, relu, gelu, silu, exp, log, sqrt, reciprocal, div, gather.
+OracleFn find_oracle(const std::string& name);
+std::vector<std::string> oracle_names();
+
+// Convenience: widens inputs exactly, allocates outputs and scales of the given shapes, runs.
+void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
+                const std::map<std::string, double>& attributes,
+                const std::vector<std::vector<int64_t>>& output_shapes,
+                std::vector<Tensor>& outputs, std::vector<Tensor>& scales);
+
+}  // namespace kcv

@@ -1,0 +1,3 @@
+from kcv._launcher import main
+
+main()

@@ -1,0 +1,68 @@
+// Pieces every gate shares: default probes, evidence at an element, uniform results.
+#include <cmath>
+
+#include "gates/gate_common.hpp"
+#include "kcv/rng.hpp"
+
+namespace kcv::gates {
+
+Probe make_probe(const Contract& c, const Settings& s, const std::string& gate, const std::string& label,
+                 const DimValues& dims) {
+    Probe p;
+    p.gate = gate;
+    p.id = gate + "/" + label;
+    p.dims = nominal_dims(c);
+    for (const auto& [k, v] : dims) p.dims[k] = v;
+    CallSpec call;
+    call.input_seed = derive_seed(s.seed, p.id.c_str());
+    call.output_poison = Poison::bytes(0xFF);
+    p.calls.push_back(call);
+    return p;
+}
+
+Evidence evidence_at(const ProbeOutcome& o, size_t call, size_t output, int64_t worst, int64_t first,
+                     const std::string& signature, const Contract& c) {
+    Evidence e;
+    e.probe = o.probe.id;
+    e.signature = signature;
+    e.output = output < c.outputs.size() ? c.outputs[output].name : "";
+    e.worst_index = worst;
+    e.first_index = first;
+    if (call >= o.calls.size()) return e;
+    const CallOutcome& co = o.calls[call];
+    if (output < co.outputs.size()) {
+        const Tensor& y = co.outputs[output];
+        if (worst >= 0 && worst < y.numel()) {
+            e.worst_coords = y.coords(worst);
+            e.actual = y.get(worst);
+            e.actual_bits = bits_hex(y.dtype, y.bits(worst));
+            if (output < co.reference.size()) {
+                const DType t = y.dtype;
+                const double ystar = co.reference[output].get(worst);
+                e.expected = info(t).is_float ? round_to(t, ystar) : ystar;
+                e.expected_bits = bits_hex(t, encode(t, e.expected));
+                e.detail["expected_f64"] = ystar;
+                e.detail["expected_f64_bits"] = bits_hex(DType::f64, encode(DType::f64, ystar));
+            }
+        }
+        if (first >= 0 && first < y.numel()) e.first_coords = y.coords(first);
+    }
+    return e;
+}
+
+GateResult make_result(const GateDef& g) {
+    GateResult r;
+    r.id = g.id;
+    r.verdict = Verdict::pass;
+    return r;
+}
+
+bool probe_failed(const ProbeOutcome& o, GateResult& r) {
+    if (o.error.empty()) return false;
+    r.verdict = Verdict::error;
+    r.code = "probe-failed";
+    r.reason = o.probe.id + ": " + o.error;
+    return true;
+}
+
+}  // namespace kcv::gates

@@ -1,0 +1,54 @@
+// Internal to the gates: the definitions each gate file provides, and the pieces they share.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kcv/error_model.hpp"
+#include "kcv/gate.hpp"
+
+namespace kcv::gates {
+
+// One per file in src/gates/, registered in registry.cpp.
+const GateDef& prc01();
+const GateDef& prc02();
+const GateDef& prc03();
+const GateDef& ord01();
+const GateDef& ord02();
+const GateDef& ord03();
+const GateDef& cmp01();
+const GateDef& cmp02();
+const GateDef& exc01();
+const GateDef& exc02();
+const GateDef& res01();
+const GateDef& res02();
+
+// A probe with the shared defaults filled in: nominal dims (overridden by `dims`), one call
+// whose input seed derives from (settings.seed, id), output poison 0xFF.
+Probe make_probe(const Contract& c, const Settings& s, const std::string& gate, const std::string& label,
+                 const DimValues& dims = {});
+
+// The ORD-01 criterion for one call of an outcome, over every output: the contract's error
+// model (analytic, or envelope against the controls), r ≤ 1. Used by every gate that requires
+// "ORD-01 holds".
+struct NumericCheck {
+    bool pass = true;
+    double r = 0;                  // the largest ratio over outputs (NaN if any NaN compared)
+    size_t output = 0;             // output with the largest ratio
+    std::string model;             // "analytic" | "envelope"
+    Evidence evidence;             // filled for the worst output when !pass
+};
+NumericCheck check_outputs(const Contract& c, const Settings& s, const ProbeOutcome& o, size_t call = 0);
+
+// Evidence at an element of one output of one call: coordinates, expected (y* rounded to the
+// output dtype) and actual values with their bits.
+Evidence evidence_at(const ProbeOutcome& o, size_t call, size_t output, int64_t worst, int64_t first,
+                     const std::string& signature, const Contract& c);
+
+// Shared verdict helpers.
+GateResult make_result(const GateDef& g);
+// A probe that could not run, or a candidate call that returned nonzero, ends the gate with
+// verdict error (verifier problem) or fail (launch error) in a uniform way; returns true if so.
+bool probe_failed(const ProbeOutcome& o, GateResult& r);
+
+}  // namespace kcv::gates
