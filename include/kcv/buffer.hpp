@@ -16,7 +16,9 @@ struct Poison {
     uint64_t seed = 0;     // for Kind::random: a pure function of (seed, offset)
     static Poison bytes(uint8_t b) { return {Kind::byte, b, 0}; }
     static Poison random(uint64_t seed) { return {Kind::random, 0, seed}; }
-    uint8_t at(size_t offset) const;   // the poison byte expected at this offset
+    // The poison byte expected at this offset: of the interior for poison(), of the whole
+    // allocation (from the start of the band before the data) for the guards.
+    uint8_t at(size_t offset) const;
 };
 
 struct GuardDamage {
@@ -28,6 +30,8 @@ struct GuardDamage {
 class GuardedBuffer {
 public:
     static constexpr size_t kDefaultGuard = 4096;
+    // The interior starts zeroed; guard_bytes is raised to at least kDefaultGuard and to a
+    // multiple of 64. The band after the data starts at data() + size().
     explicit GuardedBuffer(size_t bytes, size_t guard_bytes = kDefaultGuard,
                            Poison guard_poison = Poison::bytes(0xA5));
     GuardedBuffer(const GuardedBuffer&) = delete;

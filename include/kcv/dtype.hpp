@@ -26,6 +26,8 @@ struct DTypeInfo {
     double max_finite;
     double min_normal;
     double min_subnormal;   // 0 where there are none
+    // Integer types: precision is the number of value bits, max_finite the largest value,
+    // min_normal 1, the rest 0.
 };
 
 const DTypeInfo& info(DType t);
@@ -38,7 +40,10 @@ DLDataType to_dlpack(DType t);       // tf32 maps to float32
 DType from_dlpack(DLDataType d);     // throws std::invalid_argument on an unsupported type
 
 // Storage bits (low storage_bytes*8 bits) <-> value.
-uint64_t encode(DType t, double v);  // round to nearest even; integers: round toward zero, saturate
+// encode: round to nearest even; integers: round toward zero, saturate, NaN -> 0 (bool: v != 0).
+// tf32 gives an fp32 word whose low 13 bits are zero. decode widens exactly and returns NaNs
+// quiet, with the payload in the top fraction bits.
+uint64_t encode(DType t, double v);
 double decode(DType t, uint64_t bits);
 // The value of the nearest representable number of t (what encode-then-decode gives).
 double round_to(DType t, double v);
@@ -50,7 +55,9 @@ FpClass classify(double v);          // as an fp64 value
 const char* name(FpClass c);
 
 // Distance between v and the next representable number of t away from zero (ulp(0) is the
-// smallest subnormal, or min_normal where t has none).
+// smallest subnormal, or min_normal where t has none). For any finite v this is the spacing of
+// t in the binade of |v| (floored at t's smallest exponent, continued past max_finite); 1 for
+// integer types; NaN for non-finite v.
 double ulp(DType t, double v);
 // Exact bit pattern as hex, "0x3f800000", for evidence.
 std::string bits_hex(DType t, uint64_t bits);

@@ -30,7 +30,11 @@ const char* name(Family::Kind k);
 std::string describe(const Family& f);
 
 // Fills t with the family's values, rounded to t's dtype. Respects the input's domain
-// (clamps to [lo, hi]) and its structural zeros. Index inputs draw integers in [a, b].
+// (clamps to [lo, hi]; random signs become one sign where lo >= 0 or hi <= 0; values that round
+// to subnormals become +0 where the domain excludes subnormals) and its structural zeros
+// (+0). Index inputs draw integers in [a, b] whatever the family. Element i is a pure function
+// of (seed, i) through CounterRng(seed, 0). Throws std::invalid_argument on an unknown
+// distribution or structure, and for the subnormal family on a dtype or domain without them.
 void fill(Tensor& t, const InputSpec& spec, const Family& f, uint64_t seed);
 
 // Special values injected into a filled tensor (EXC-01).
@@ -44,8 +48,11 @@ struct Specials {
     // Kinds to draw from: "nan", "+inf", "-inf", "+0", "-0", "+max", "-max".
     std::vector<std::string> kinds = {"nan", "+inf", "-inf"};
 };
-// Returns the logical indices it changed. Never touches structural zeros, never touches index
-// inputs or inputs whose domain excludes non-finite values (returns empty).
+// Returns the logical indices it changed, sorted. Never touches structural zeros, never touches
+// index inputs, integer inputs or inputs whose domain excludes non-finite values (returns
+// empty). Scattered positions are chosen one by one with probability `rate` (at least one in
+// all) from CounterRng(seed, 1), kinds from CounterRng(seed, 2); the row of row_neg_inf comes
+// from CounterRng(seed, 1). e4m3 has no infinity: "+inf" and "-inf" become its NaN.
 std::vector<int64_t> inject(Tensor& t, const InputSpec& spec, const Specials& s, uint64_t seed);
 
 }  // namespace kcv

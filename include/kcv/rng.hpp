@@ -12,6 +12,11 @@ namespace kcv {
 
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
+// Element `index` of (seed, stream) is the Philox block with counter (index, stream) as four
+// little-endian 32-bit words and key seed. u32 is word 0, u64 words 0-1; uniform01 the top
+// 53 bits of u64; normal is Box-Muller over words 0-1 and 2-3 with a logarithm and a cosine
+// evaluated by fixed polynomials; integer draws from words 0-1, then 2-3, then further blocks
+// only on a (rare) rejection.
 class CounterRng {
 public:
     CounterRng(uint64_t seed, uint64_t stream) : seed_(seed), stream_(stream) {}
