@@ -4,7 +4,7 @@
 // produced y*_j (the error model's scan over T uses K_j up to the axis length).
 // The running sum starts at +0, so a prefix of -0 terms is +0, as PyTorch's cumsum gives, and
 // once it meets Inf or NaN it keeps the IEEE value ([1, Inf, -Inf, 1] -> [1, Inf, NaN, NaN]).
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv::oracles {
 

@@ -7,7 +7,7 @@
 // error model for a dot product of length K.
 #include <cstring>
 
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv::oracles {
 namespace {

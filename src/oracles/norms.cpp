@@ -1,4 +1,4 @@
-// Normalisations over the last dimension, N = x.shape[-1].
+// Normalisations over the last dimension, N = x.shape[-1] (attribute "dim" may only name it).
 //   layernorm(x, weight?, bias?; eps = 1e-5, PyTorch's default):
 //     μ = Σx / N, var = Σ(x − μ)² / N (biased, two passes, each sum Sum2),
 //     r = 1/√(var + eps), z_j = (x_j − μ)·r, y*_j = z_j·w_j + b_j.
@@ -20,7 +20,7 @@
 //   rmsnorm: the mean of squares is a sum of positive terms (relative error √N·u), the root
 //     halves it and the products add a few roundings, all relative to the output:
 //       s_j = |y*_j|.
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv::oracles {
 namespace {
@@ -36,6 +36,7 @@ int64_t check_features(const OracleArgs& a, const Signature& sig) {
     check_operands(a, sig);
     const Tensor& x = a.inputs[0];
     if (x.shape.empty()) fail(sig, "input 0 (x) is a scalar; it needs a feature dimension");
+    check_last_dim(a, sig, x.shape.size());
     const int64_t n = x.shape.back();
     for (size_t i = 1; i < a.inputs.size(); ++i) check_shape(sig, "input", i, a.inputs[i], {n});
     check_output_shapes(a, sig, x.shape);

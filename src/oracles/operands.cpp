@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv::oracles {
 namespace {
@@ -165,6 +165,12 @@ size_t reduction_dim(const OracleArgs& a, const Signature& sig, size_t rank) {
     const int64_t r = static_cast<int64_t>(rank);
     const int64_t d = int_attribute(a, sig, "dim", -1, -r, r - 1);
     return static_cast<size_t>(d < 0 ? d + r : d);
+}
+
+void check_last_dim(const OracleArgs& a, const Signature& sig, size_t rank) {
+    if (reduction_dim(a, sig, rank) != rank - 1)
+        fail(sig, "works along the last dimension only; attribute 'dim' = " +
+                      std::to_string(static_cast<int64_t>(attribute(a, "dim", -1))) + " names another of " + std::to_string(rank));
 }
 
 AxisView::AxisView(const std::vector<int64_t>& shape, size_t dim) {

@@ -10,7 +10,7 @@
 //           exact integer into a float64 or integer output. s = 0: an index has no rounding
 //           error to allow for.
 // max and argmax of an empty axis have no value and are refused, as PyTorch refuses them.
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv::oracles {
 namespace {

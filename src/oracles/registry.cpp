@@ -6,7 +6,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv {
 namespace {

@@ -83,6 +83,9 @@ int64_t int_attribute(const OracleArgs& a, const Signature& sig, const char* key
                       int64_t lo, int64_t hi);
 // Attribute "dim" (default -1), normalised to [0, rank) as PyTorch does for negative values.
 size_t reduction_dim(const OracleArgs& a, const Signature& sig, size_t rank);
+// For oracles defined over the last dimension only: an attribute "dim" naming any other axis
+// is refused rather than ignored.
+void check_last_dim(const OracleArgs& a, const Signature& sig, size_t rank);
 
 // Sum2 of Ogita, Rump and Oishi: a running sum and the exact rounding error of each addition
 // (Knuth's TwoSum), so the result is as accurate as a sum carried in twice the precision and

@@ -24,7 +24,7 @@
 // mass whatever their argument's rounding. These scales grow with the spread of the logits
 // (|d_k|), which is the genuine conditioning of the computation, and not with their offset:
 // an unstabilised exp(x_k) overflows or loses the offset, and PRC-02 is there to see it.
-#include "oracles/registry.hpp"
+#include "registry.hpp"
 
 namespace kcv::oracles {
 namespace {
