@@ -1,4 +1,7 @@
-# Writes a C++ file holding every built-in contract file as a string, keyed by file stem.
+# Writes a C++ file holding every built-in contract file (DIR/*.toml) as a string, keyed by
+# file stem.
+file(GLOB FILES ${DIR}/*.toml)
+list(SORT FILES)
 set(body "// Generated from contracts/*.toml; do not edit.\n#include <map>\n#include <string>\n")
 string(APPEND body "namespace kcv::detail {\nconst std::map<std::string, std::string>& builtin_contract_texts() {\n")
 string(APPEND body "    static const std::map<std::string, std::string> texts = {\n")

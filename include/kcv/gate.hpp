@@ -68,7 +68,7 @@ struct GateDef {
 
 // All twelve, in GATES.md's order: PRC-01 PRC-02 PRC-03 ORD-01 ORD-02 ORD-03 CMP-01 CMP-02
 // EXC-01 EXC-02 RES-01 RES-02.
-const std::vector<GateDef>& gates();
+const std::vector<GateDef>& all_gates();
 const GateDef* find_gate(const std::string& id);
 
 // The replay command for a probe of a candidate.

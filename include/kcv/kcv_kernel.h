@@ -61,9 +61,12 @@ typedef struct kcv_resources {
 typedef int (*kcv_kernel_fn)(const kcv_call* call);
 
 /* Optional exports:
+ *   const char* kcv_kernel_device(void);        "cpu" (the default) or "cuda": a CUDA kernel
+ *                                               receives device pointers (kDLCUDA) and a stream
  *   const char* kcv_kernel_name(void);          human-readable name
  *   const char* kcv_kernel_last_error(void);    message for the last nonzero return
  *   int kcv_kernel_resources(kcv_resources*);   fills the struct, returns 0 */
+typedef const char* (*kcv_kernel_device_fn)(void);
 typedef const char* (*kcv_kernel_name_fn)(void);
 typedef const char* (*kcv_kernel_last_error_fn)(void);
 typedef int (*kcv_kernel_resources_fn)(kcv_resources* out);

@@ -31,6 +31,7 @@ struct ControlEntry {
     KernelManifest kernel;
     std::vector<Record> records;            // one per contract the control serves
     std::vector<std::string> failed_gates;  // union over them
+    bool clean() const;                     // no gate failed and every contract could be judged
 };
 struct RedteamReport {
     std::vector<RedteamEntry> redteam;

@@ -20,6 +20,7 @@ struct VerifyOptions {
     bool check_controls = true;            // fairness rule 1
     bool confirm_failures = true;          // fairness rule 17: replay a failing probe first
     std::string kernel_dir;                // where kcv_controls_<name>.so live; "" = default
+    double timeout_s = 0;                  // per gate; 0 = the contract's measurement.timeout_s
 };
 
 // Never throws for a candidate's misbehaviour or a missing file: such problems land in the

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "engine/python_worker.hpp"
+#include "kcv/aggregate.hpp"
+#include "kcv/audit.hpp"
 #include "kcv/contract.hpp"
 #include "kcv/redteam.hpp"
 #include "kcv/report.hpp"
@@ -71,6 +74,65 @@ int cmd_verify(const std::string& contract, const std::string& candidate, const 
     return kcv::any_violation(r) ? kExitFail : kExitPass;
 }
 
+// A Python candidate (KernelBench convention) is judged by a Python worker process.
+int cmd_verify_python(const std::string& reference, const std::string& candidate, const std::string& device,
+                      const std::string& json_out, const std::vector<std::string>& gates, const kcv::VerifyOptions& o,
+                      double stage_timeout_s, const std::string& python) {
+    kcv::WorkerConfig cfg;
+    cfg.python = python;
+    cfg.stage_timeout_s = stage_timeout_s;
+    kcv::PythonWorker worker(cfg);
+    nlohmann::json req = {{"id", candidate},
+                          {"reference", fs::absolute(reference).string()},
+                          {"candidate", fs::absolute(candidate).string()},
+                          {"device", device},
+                          {"seed", o.settings.seed},
+                          {"settings", kcv::to_json(o.settings)},
+                          {"stage_timeout_s", stage_timeout_s}};
+    if (!gates.empty()) req["gates"] = gates;
+    const bool tty = isatty(2);
+    nlohmann::json raw = worker.judge(req, [&](const nlohmann::json& ev) {
+        if (tty && ev.value("event", "") == "stage") std::cerr << "\r\033[K" << ev.value("stage", "") << std::flush;
+    });
+    if (tty) std::cerr << "\r\033[K";
+    kcv::Record r = kcv::record_from_json(raw);
+    if (r.contract_id.empty()) r.contract_id = reference;
+    if (r.candidate.empty()) r.candidate = candidate;
+    std::cout << kcv::render_record(r, kcv::console_style_for(1));
+    if (raw.contains("standard_check")) std::cout << "standard check: " << raw["standard_check"].dump() << "\n";
+    if (!json_out.empty()) write_file(json_out, kcv::to_json(r).dump(2) + "\n");
+    if (!r.error.empty()) return kExitError;
+    return kcv::any_violation(r) ? kExitFail : kExitPass;
+}
+
+int cmd_audit(const std::string& corpus, const std::string& problems, kcv::AuditOptions o, const std::string& shard) {
+    if (!shard.empty()) {
+        const auto slash = shard.find('/');
+        if (slash == std::string::npos) throw std::runtime_error("--shard takes i/n, e.g. 0/4");
+        o.shard_index = std::stoi(shard.substr(0, slash));
+        o.shard_count = std::stoi(shard.substr(slash + 1));
+        if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count) {
+            throw std::runtime_error("--shard " + shard + ": need 0 <= i < n");
+        }
+    }
+    const auto entries = kcv::load_corpus(corpus, problems);
+    const bool tty = isatty(2);
+    const int64_t n = kcv::run_audit(entries, o, [&](const kcv::AuditProgress& p) {
+        char line[256];
+        std::snprintf(line, sizeof line, "[%lld/%lld] %.2f kernels/s, ETA %.0f s, %lld already in the journal  %s",
+                      static_cast<long long>(p.done), static_cast<long long>(p.total), p.rate_per_s, p.eta_s,
+                      static_cast<long long>(p.skipped), p.last.c_str());
+        if (tty) std::cerr << "\r\033[K" << line << std::flush;
+        else std::cerr << line << "\n";
+    });
+    if (tty) std::cerr << "\n";
+    std::cerr << "audit: " << n << " new records in " << o.journal << "\n";
+    const nlohmann::json summary = kcv::aggregate(kcv::read_journal(o.journal));
+    write_file(o.journal + ".summary.json", summary.dump(2) + "\n");
+    std::cout << kcv::render_summary(summary);
+    return kExitPass;
+}
+
 int cmd_redteam(const std::string& json_out, const std::string& html_out, const kcv::VerifyOptions& o) {
     kcv::RedteamReport rep = kcv::run_redteam(o, progress_line());
     std::cout << kcv::render_redteam(rep, kcv::console_style_for(1));
@@ -92,8 +154,16 @@ int main(int argc, char** argv) {
     std::string contract, candidate, json_out, probe;
     std::vector<std::string> only_gates;
     auto* verify = app.add_subcommand("verify", "verify one candidate against a contract");
-    verify->add_option("--contract", contract, "built-in contract id or a contract file")->required();
-    verify->add_option("--candidate", candidate, "shared library exporting kcv_kernel")->required();
+    std::string reference, device = "cpu", python = "python3";
+    double stage_timeout = 300;
+    auto* contract_opt = verify->add_option("--contract", contract, "built-in contract id or a contract file");
+    auto* reference_opt = verify->add_option("--reference", reference, "KernelBench problem module (defines Model)");
+    contract_opt->excludes(reference_opt);
+    verify->add_option("--candidate", candidate, "shared library exporting kcv_kernel, or a module defining ModelNew")
+        ->required();
+    verify->add_option("--device", device, "cpu or cuda (Python candidates)")->check(CLI::IsMember({"cpu", "cuda"}));
+    verify->add_option("--stage-timeout", stage_timeout, "seconds without progress before a stage counts as hung");
+    verify->add_option("--python", python, "interpreter for Python workers");
     verify->add_option("--json", json_out, "write the record here");
     verify->add_option("--gate", only_gates, "run only these gates (repeatable)");
     verify->add_option("--probe", probe, "run only this probe (a replay)");
@@ -112,6 +182,27 @@ int main(int argc, char** argv) {
     demo->add_option("--out", demo_out, "directory for report.html and redteam.json");
     add_settings(demo, dm);
 
+    kcv::AuditOptions ao;
+    std::string corpus, problems, shard;
+    auto* audit = app.add_subcommand("audit", "audit a corpus of Python candidates into a resumable journal");
+    audit->add_option("corpus", corpus, "corpus.jsonl, or a directory holding one")->required();
+    audit->add_option("--problems", problems, "directory the corpus's problem paths are relative to");
+    audit->add_option("--out", ao.journal, "journal (JSON lines), appended to and resumed")->required();
+    audit->add_option("--device", ao.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+    audit->add_option("--workers-per-gpu", ao.workers_per_gpu, "worker processes per GPU");
+    audit->add_option("--workers", ao.cpu_workers, "worker processes on the CPU");
+    audit->add_option("--gpus", ao.gpus, "GPUs to use (default: all visible)");
+    audit->add_option("--shard", shard, "i/n: audit only shard i of n");
+    audit->add_option("--seed", ao.seed, "master seed");
+    audit->add_option("--limit", ao.limit, "at most this many new records");
+    audit->add_option("--stage-timeout", ao.stage_timeout_s, "seconds without progress before a stage counts as hung");
+    audit->add_option("--python", ao.python, "interpreter for Python workers");
+    audit->add_flag("--quick", ao.quick, "smaller sweeps");
+
+    std::string summary_journal;
+    auto* summarize = app.add_subcommand("summary", "summarise a journal: rates, floors, differential, parity");
+    summarize->add_option("journal", summary_journal, "journal of an audit")->required();
+
     std::string contract_id;
     auto* contracts = app.add_subcommand("contracts", "list the built-in contracts, or print one");
     contracts->add_option("id", contract_id, "a contract to print as JSON");
@@ -120,7 +211,18 @@ int main(int argc, char** argv) {
 
     CLI11_PARSE(app, argc, argv);
     try {
-        if (*verify) return cmd_verify(contract, candidate, json_out, only_gates, probe, vo);
+        if (*verify) {
+            if (!reference.empty()) {
+                return cmd_verify_python(reference, candidate, device, json_out, only_gates, vo, stage_timeout, python);
+            }
+            if (contract.empty()) throw std::runtime_error("verify needs --contract (native) or --reference (Python)");
+            return cmd_verify(contract, candidate, json_out, only_gates, probe, vo);
+        }
+        if (*audit) return cmd_audit(corpus, problems, ao, shard);
+        if (*summarize) {
+            std::cout << kcv::render_summary(kcv::aggregate(kcv::read_journal(summary_journal)));
+            return kExitPass;
+        }
         if (*redteam) return cmd_redteam(rt_json, rt_html, ro);
         if (*demo) {
             const std::string json = (fs::path(demo_out) / "redteam.json").string();
@@ -138,7 +240,7 @@ int main(int argc, char** argv) {
             return kExitPass;
         }
         if (*gates_cmd) {
-            for (const auto& g : kcv::gates()) {
+            for (const auto& g : kcv::all_gates()) {
                 std::cout << g.id << "  " << g.name << (g.tolerance_free ? "  (tolerance-free)" : "") << "\n";
             }
             return kExitPass;

@@ -15,6 +15,22 @@ namespace fs = std::filesystem;
 namespace {
 using manifest_fn = const char* (*)();
 
+// A contract that cannot be read is that kernel's recorded error, not the end of the run.
+Record verify_named(const std::string& contract, const KernelManifest& k, const VerifyOptions& opts) {
+    try {
+        Contract c = resolve_contract(contract);
+        validate(c);
+        return verify(c, k.path, opts);
+    } catch (const std::exception& e) {
+        Record r;
+        r.contract_id = contract;
+        r.candidate = k.path;
+        r.error = e.what();
+        r.error_code = "bad-contract";
+        return r;
+    }
+}
+
 std::string read_manifest(const std::string& path) {
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) throw std::runtime_error(dlerror());
@@ -66,7 +82,12 @@ int RedteamReport::caught() const {
 }
 int RedteamReport::clean_controls() const {
     return static_cast<int>(
-        std::count_if(controls.begin(), controls.end(), [](const auto& e) { return e.failed_gates.empty(); }));
+        std::count_if(controls.begin(), controls.end(), [](const ControlEntry& e) { return e.clean(); }));
+}
+
+bool ControlEntry::clean() const {
+    return failed_gates.empty() &&
+           std::all_of(records.begin(), records.end(), [](const Record& r) { return r.error.empty(); });
 }
 
 RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress) {
@@ -85,7 +106,7 @@ RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress) {
                 e.record.error = "red-team kernel names no contract";
                 e.record.error_code = "bad-manifest";
             } else {
-                e.record = verify(resolve_contract(k.contracts.front()), k.path, opts);
+                e.record = verify_named(k.contracts.front(), k, opts);
             }
             e.failed_gates = failed_of(e.record);
             e.caught = std::find(e.failed_gates.begin(), e.failed_gates.end(), k.target_gate) != e.failed_gates.end();
@@ -97,7 +118,7 @@ RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress) {
             std::set<std::string> failed;
             for (const auto& cid : k.contracts) {
                 if (progress) progress(k.name + " on " + cid, done, total);
-                e.records.push_back(verify(resolve_contract(cid), k.path, opts));
+                e.records.push_back(verify_named(cid, k, opts));
                 for (const auto& g : failed_of(e.records.back())) failed.insert(g);
                 ++done;
             }
@@ -126,6 +147,7 @@ nlohmann::json to_json(const RedteamReport& r) {
         ctl.push_back({{"name", e.kernel.name},
                        {"contracts", e.kernel.contracts},
                        {"failed_gates", e.failed_gates},
+                       {"clean", e.clean()},
                        {"records", recs}});
     }
     return {{"redteam", rt},

@@ -100,6 +100,10 @@ GateResult error_result(const std::string& id, const std::string& code, const st
     return r;
 }
 
+double timeout_of(const Contract& c, const VerifyOptions& o) {
+    return o.timeout_s > 0 ? o.timeout_s : c.measurement.timeout_s;
+}
+
 // Loads the candidate and the controls, runs the gate; the JSON of the result.
 std::string gate_worker(const GateDef& g, const Contract& c, const std::string& candidate,
                         const std::vector<std::string>& control_paths, const Settings& s,
@@ -125,7 +129,7 @@ GateResult run_isolated(const GateDef& g, const Contract& c, const std::string& 
             return error_result(g.id, "worker-error", e.what());
         }
     }
-    SandboxResult sr = run_sandboxed(work, c.measurement.timeout_s);
+    SandboxResult sr = run_sandboxed(work, timeout_of(c, o));
     switch (sr.status) {
         case SandboxResult::Status::ok:
             try {
@@ -146,7 +150,7 @@ GateResult run_isolated(const GateDef& g, const Contract& c, const std::string& 
             r.verdict = Verdict::fail;
             r.signature = {"hang"};
             r.reason = "the candidate did not finish " + std::string(g.id) + " within " +
-                       std::to_string(static_cast<int>(c.measurement.timeout_s)) + " s";
+                       std::to_string(timeout_of(c, o)) + " s";
             return r;
         }
         case SandboxResult::Status::failed:
@@ -182,7 +186,7 @@ Record verify(const Contract& c, const std::string& candidate_path, const Verify
     auto all_error = [&](const std::string& code, const std::string& msg) {
         rec.error = msg;
         rec.error_code = code;
-        for (const auto& g : gates()) rec.gates.push_back(error_result(g.id, code, msg));
+        for (const auto& g : all_gates()) rec.gates.push_back(error_result(g.id, code, msg));
     };
     if (rec.candidate_hash.empty()) {
         all_error("load-failed", "cannot read candidate '" + candidate_path + "'");
@@ -197,7 +201,7 @@ Record verify(const Contract& c, const std::string& candidate_path, const Verify
     // Loading runs the library's constructors: do it in a worker too.
     {
         auto probe_load = [&] { return load_native(candidate_path)->name(); };
-        SandboxResult sr = o.sandbox ? run_sandboxed(probe_load, c.measurement.timeout_s) : SandboxResult{};
+        SandboxResult sr = o.sandbox ? run_sandboxed(probe_load, timeout_of(c, o)) : SandboxResult{};
         if (!o.sandbox) {
             try {
                 sr.output = probe_load();
@@ -216,7 +220,7 @@ Record verify(const Contract& c, const std::string& candidate_path, const Verify
     }
 
     const std::string settings_key = to_json(o.settings).dump();
-    for (const auto& g : gates()) {
+    for (const auto& g : all_gates()) {
         const bool wanted = o.only_gates.empty() ||
                             std::find(o.only_gates.begin(), o.only_gates.end(), g.id) != o.only_gates.end();
         if (!wanted) {

@@ -5,7 +5,7 @@
 
 namespace kcv {
 
-const std::vector<GateDef>& gates() {
+const std::vector<GateDef>& all_gates() {
     static const std::vector<GateDef> all = {
         gates::prc01(), gates::prc02(), gates::prc03(), gates::ord01(), gates::ord02(), gates::ord03(),
         gates::cmp01(), gates::cmp02(), gates::exc01(), gates::exc02(), gates::res01(), gates::res02(),
@@ -14,7 +14,7 @@ const std::vector<GateDef>& gates() {
 }
 
 const GateDef* find_gate(const std::string& id) {
-    for (const auto& g : gates()) {
+    for (const auto& g : all_gates()) {
         if (id == g.id) return &g;
     }
     return nullptr;

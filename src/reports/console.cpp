@@ -87,8 +87,11 @@ std::string render_redteam(const RedteamReport& r, const ConsoleStyle& st) {
     os << pad("control", 34) << pad("contracts", 40) << "failed gates\n";
     for (const auto& e : r.controls) {
         os << pad(e.kernel.name, 34) << pad(join(e.kernel.contracts, " "), 40)
-           << (e.failed_gates.empty() ? paint(st, "32", "none") : paint(st, "31;1", join(e.failed_gates, " ")))
-           << "\n";
+           << (e.failed_gates.empty() ? paint(st, "32", "none") : paint(st, "31;1", join(e.failed_gates, " ")));
+        for (const auto& rec : e.records) {
+            if (!rec.error.empty()) os << paint(st, "33", "  error on " + rec.contract_id + ": " + rec.error);
+        }
+        os << "\n";
     }
     os << "\nred team: " << r.caught() << " of " << r.redteam.size() << " caught by their target gate; controls: "
        << r.clean_controls() << " of " << r.controls.size() << " clean\n";

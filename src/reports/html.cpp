@@ -43,7 +43,7 @@ std::string cell(const GateResult& g, bool target) {
 
 std::string gate_header() {
     std::string s;
-    for (const auto& g : gates()) s += std::string("<th title=\"") + g.name + "\">" + g.id + "</th>";
+    for (const auto& g : all_gates()) s += std::string("<th title=\"") + g.name + "\">" + g.id + "</th>";
     return s;
 }
 
@@ -51,7 +51,7 @@ std::string bar_chart(const RedteamReport& r) {
     // Red-team failures per gate: a plain horizontal bar chart in SVG.
     std::vector<std::pair<std::string, int>> counts;
     int maxc = 1;
-    for (const auto& g : gates()) {
+    for (const auto& g : all_gates()) {
         int n = 0;
         for (const auto& e : r.redteam) {
             for (const auto& f : e.failed_gates) n += f == g.id;

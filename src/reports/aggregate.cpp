@@ -1,0 +1,150 @@
+// Corpus-level numbers from per-candidate records. Rates are over the candidates the gate was
+// judged on (pass or fail); n/a and error are counted apart so no rate hides them.
+#include "kcv/aggregate.hpp"
+
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "kcv/gate.hpp"
+#include "kcv/record.hpp"
+
+namespace kcv {
+
+std::vector<nlohmann::json> read_journal(const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        try {
+            out.push_back(nlohmann::json::parse(line));
+        } catch (const std::exception&) {
+            // Only an interrupted final write leaves a partial line; it is re-done on resume.
+        }
+    }
+    return out;
+}
+
+namespace {
+
+double rate(int64_t num, int64_t den) { return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 0.0; }
+
+// The standard check's verdict at one tolerance, if the record carries one.
+std::optional<bool> standard(const nlohmann::json& r, const char* key) {
+    if (!r.contains("standard_check") || !r["standard_check"].is_object()) return std::nullopt;
+    const auto& s = r["standard_check"];
+    if (!s.contains(key) || !s[key].is_boolean()) return std::nullopt;
+    return s[key].get<bool>();
+}
+
+// A shipped label of correctness, under the names corpora use.
+std::optional<bool> label(const nlohmann::json& r) {
+    if (!r.contains("label") || !r["label"].is_object()) return std::nullopt;
+    for (const char* k : {"correctness", "correct", "passed"}) {
+        if (r["label"].contains(k) && r["label"][k].is_boolean()) return r["label"][k].get<bool>();
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json aggregate(const std::vector<nlohmann::json>& records) {
+    nlohmann::json per_gate = nlohmann::json::object();
+    std::map<std::string, std::map<std::string, int64_t>> counts;
+    std::map<std::string, int64_t> floor_count;
+    int64_t judged = 0, errors = 0, any = 0;
+    // differential[tol][standard pass?][kcv clean?]
+    int64_t diff[2][2][2] = {};
+    int64_t parity_agree = 0, parity_total = 0;
+    nlohmann::json disagreements = nlohmann::json::array();
+    const char* tols[2] = {"tol_1e-2", "tol_1e-4"};
+
+    for (const auto& j : records) {
+        Record r = record_from_json(j);
+        if (!r.error.empty()) {
+            ++errors;
+            continue;
+        }
+        ++judged;
+        for (const auto& g : r.gates) ++counts[g.id][name(g.verdict)];
+        for (const auto& p : profile_names()) floor_count[p] += under_floor(r, p);
+        const bool violation = any_violation(r);
+        any += violation;
+        for (int t = 0; t < 2; ++t) {
+            if (auto s = standard(j, tols[t])) ++diff[t][*s ? 1 : 0][violation ? 0 : 1];
+        }
+        if (auto l = label(j)) {
+            if (auto s = standard(j, tols[0])) {
+                ++parity_total;
+                if (*l == *s) {
+                    ++parity_agree;
+                } else {
+                    disagreements.push_back({{"id", j.value("corpus_id", r.candidate)},
+                                             {"label", *l},
+                                             {"standard_check", j["standard_check"]}});
+                }
+            }
+        }
+    }
+    for (const auto& g : all_gates()) {
+        auto& c = counts[g.id];
+        per_gate[g.id] = {{"name", g.name},
+                          {"tolerance_free", g.tolerance_free},
+                          {"pass", c["pass"]},
+                          {"fail", c["fail"]},
+                          {"n/a", c["n/a"]},
+                          {"error", c["error"]},
+                          {"fail_rate", rate(c["fail"], c["pass"] + c["fail"])}};
+    }
+    nlohmann::json floors = nlohmann::json::object();
+    for (const auto& p : profile_names()) floors[p] = {{"count", floor_count[p]}, {"rate", rate(floor_count[p], judged)}};
+    nlohmann::json differential = nlohmann::json::object();
+    for (int t = 0; t < 2; ++t) {
+        differential[tols[t]] = {
+            {"standard_pass_kcv_clean", diff[t][1][1]},
+            {"standard_pass_kcv_violation", diff[t][1][0]},
+            {"standard_fail_kcv_clean", diff[t][0][1]},
+            {"standard_fail_kcv_violation", diff[t][0][0]},
+            {"violation_rate_among_standard_pass", rate(diff[t][1][0], diff[t][1][0] + diff[t][1][1])},
+        };
+    }
+    return {{"records", records.size()},
+            {"judged", judged},
+            {"errors", errors},
+            {"gates", per_gate},
+            {"floor", floors},
+            {"any_violation", {{"count", any}, {"rate", rate(any, judged)}}},
+            {"differential", differential},
+            {"parity", {{"compared", parity_total}, {"agree", parity_agree}, {"disagreements", disagreements}}}};
+}
+
+std::string render_summary(const nlohmann::json& s) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(1);
+    os << "records " << s["records"] << "  judged " << s["judged"] << "  not judged (errors) " << s["errors"] << "\n";
+    os << "gate     fail rate   fail   pass    n/a  error\n";
+    for (const auto& [id, g] : s["gates"].items()) {
+        os << std::left << std::setw(9) << id << std::right << std::setw(8) << 100.0 * g["fail_rate"].get<double>()
+           << "%" << std::setw(7) << g["fail"] << std::setw(7) << g["pass"] << std::setw(7) << g["n/a"] << std::setw(7)
+           << g["error"] << "\n";
+    }
+    os << "tolerance-free floor:";
+    for (const auto& [p, f] : s["floor"].items()) os << "  " << p << " " << 100.0 * f["rate"].get<double>() << "%";
+    os << "\nany violation: " << 100.0 * s["any_violation"]["rate"].get<double>() << "%\n";
+    for (const auto& [tol, d] : s["differential"].items()) {
+        os << "standard check " << tol << ": pass&clean " << d["standard_pass_kcv_clean"] << ", pass&violation "
+           << d["standard_pass_kcv_violation"] << ", fail&clean " << d["standard_fail_kcv_clean"]
+           << ", fail&violation " << d["standard_fail_kcv_violation"] << "\n";
+    }
+    const auto& par = s["parity"];
+    if (par["compared"].get<int64_t>() > 0) {
+        os << "parity with shipped labels: " << par["agree"] << " of " << par["compared"] << " agree\n";
+    }
+    const int64_t judged = s["judged"].get<int64_t>();
+    const int64_t failed = s["any_violation"]["count"].get<int64_t>();
+    os << (judged - failed) << " passed, " << failed << " failed\n";
+    return os.str();
+}
+
+}  // namespace kcv

@@ -1,0 +1,367 @@
+// The engine: sandboxed workers, verify() on misbehaving candidates, records and profiles,
+// journals, corpora and shards, the command line.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "engine/sandbox.hpp"
+#include "kcv/aggregate.hpp"
+#include "kcv/audit.hpp"
+#include "kcv/probe.hpp"
+#include "kcv/record.hpp"
+#include "kcv/verify.hpp"
+
+namespace fs = std::filesystem;
+using namespace kcv;
+
+namespace {
+
+std::string bad_kernel(const std::string& stem) {
+    return std::string(KCV_TEST_BAD_KERNEL_DIR) + "/kcv_test_" + stem + ".so";
+}
+
+VerifyOptions quick_options() {
+    VerifyOptions o;
+    o.settings.quick = true;
+    o.kernel_dir = KCV_TEST_KERNEL_DIR;
+    return o;
+}
+
+const GateResult& gate(const Record& r, const std::string& id) {
+    for (const auto& g : r.gates) {
+        if (g.id == id) return g;
+    }
+    throw std::runtime_error("no gate " + id + " in the record");
+}
+
+fs::path temp_dir(const std::string& name) {
+    fs::path p = fs::temp_directory_path() / ("kcv-test-" + name + "-" + std::to_string(getpid()));
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+}
+
+}  // namespace
+
+TEST(Sandbox, ReturnsWhatTheWorkerWrote) {
+    SandboxResult r = run_sandboxed([] { return std::string(1 << 20, 'x') + "end"; }, 30);
+    ASSERT_EQ(r.status, SandboxResult::Status::ok);
+    EXPECT_EQ(r.output.size(), (1u << 20) + 3);
+    EXPECT_EQ(r.output.substr(r.output.size() - 3), "end");
+}
+
+TEST(Sandbox, CrashBecomesAResult) {
+    SandboxResult r = run_sandboxed(
+        [] {
+            raise(SIGSEGV);
+            return std::string("unreachable");
+        },
+        30);
+    EXPECT_EQ(r.status, SandboxResult::Status::crashed);
+    EXPECT_EQ(r.signal, SIGSEGV);
+    EXPECT_EQ(r.describe(), "crash:SIGSEGV");
+}
+
+TEST(Sandbox, HangIsKilledAtTheDeadline) {
+    SandboxResult r = run_sandboxed(
+        [] {
+            for (;;) sleep(1);
+            return std::string();
+        },
+        0.5);
+    EXPECT_EQ(r.status, SandboxResult::Status::timed_out);
+    EXPECT_LT(r.seconds, 5.0);
+}
+
+TEST(Sandbox, ExceptionMessageComesBack) {
+    SandboxResult r = run_sandboxed([]() -> std::string { throw std::runtime_error("bad probe"); }, 30);
+    EXPECT_EQ(r.status, SandboxResult::Status::failed);
+    EXPECT_EQ(r.output, "\x01" "bad probe");
+}
+
+TEST(Verify, MissingCandidateIsARecordedError) {
+    Record r = verify(resolve_contract("relu-f32"), "/nonexistent/candidate.so", quick_options());
+    EXPECT_EQ(r.error_code, "load-failed");
+    EXPECT_NE(r.error.find("/nonexistent/candidate.so"), std::string::npos);
+    ASSERT_EQ(r.gates.size(), 12u);
+    for (const auto& g : r.gates) EXPECT_EQ(g.verdict, Verdict::error) << g.id;
+}
+
+TEST(Verify, LibraryWithoutTheSymbolIsARecordedError) {
+    Record r = verify(resolve_contract("relu-f32"), bad_kernel("no_symbol"), quick_options());
+    EXPECT_EQ(r.error_code, "load-failed");
+    EXPECT_NE(r.error.find("kcv_kernel"), std::string::npos) << r.error;
+}
+
+TEST(Verify, LibraryAbortingAtLoadIsARecordedError) {
+    Record r = verify(resolve_contract("relu-f32"), bad_kernel("abort_on_load"), quick_options());
+    EXPECT_EQ(r.error_code, "load-failed");
+    EXPECT_NE(r.error.find("SIGABRT"), std::string::npos) << r.error;
+}
+
+TEST(Verify, CrashingCandidateFailsEveryGateItRuns) {
+    VerifyOptions o = quick_options();
+    o.only_gates = {"ORD-01", "EXC-01"};
+    Record r = verify(resolve_contract("relu-f32"), bad_kernel("crash"), o);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    for (const char* id : {"ORD-01", "EXC-01"}) {
+        const GateResult& g = gate(r, id);
+        EXPECT_EQ(g.verdict, Verdict::fail) << id << ": " << g.reason;
+        EXPECT_EQ(g.signature, std::vector<std::string>{"crash"});
+        EXPECT_EQ(g.code, "crash:SIGSEGV");
+    }
+    EXPECT_EQ(gate(r, "PRC-02").verdict, Verdict::na);
+    EXPECT_EQ(gate(r, "PRC-02").reason, "not requested");
+}
+
+TEST(Verify, HangingCandidateFailsWithHang) {
+    VerifyOptions o = quick_options();
+    o.only_gates = {"ORD-01"};
+    o.timeout_s = 1.0;
+    o.check_controls = false;
+    Record r = verify(resolve_contract("relu-f32"), bad_kernel("hang"), o);
+    const GateResult& g = gate(r, "ORD-01");
+    EXPECT_EQ(g.verdict, Verdict::fail);
+    EXPECT_EQ(g.signature, std::vector<std::string>{"hang"});
+    EXPECT_EQ(g.code, "timeout");
+}
+
+TEST(Verify, GarbageOutputFailsWithEvidenceAndReplay) {
+    VerifyOptions o = quick_options();
+    o.only_gates = {"ORD-01"};
+    Record r = verify(resolve_contract("relu-f32"), bad_kernel("garbage"), o);
+    const GateResult& g = gate(r, "ORD-01");
+    ASSERT_EQ(g.verdict, Verdict::fail) << g.reason;
+    ASSERT_FALSE(g.evidence.empty());
+    const Evidence& e = g.evidence.front();
+    EXPECT_EQ(e.actual_bits, "0x7f7f7f7f");
+    EXPECT_NE(e.replay.find("kcv verify --contract relu-f32"), std::string::npos) << e.replay;
+    EXPECT_NE(e.replay.find("--probe"), std::string::npos);
+    // The failure was replayed in a fresh worker before it was reported.
+    EXPECT_EQ(g.detail.value("replayed", ""), e.probe);
+}
+
+TEST(Verify, HonestReluPassesEveryApplicableGate) {
+    Record r = verify(resolve_contract("relu-f32"), bad_kernel("relu_exact"), quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.gates.size(), 12u);
+    int passed = 0;
+    for (const auto& g : r.gates) {
+        EXPECT_NE(g.verdict, Verdict::fail) << g.id << ": " << g.reason
+                                            << (g.evidence.empty() ? "" : " / " + g.evidence.front().signature);
+        EXPECT_NE(g.verdict, Verdict::error) << g.id << ": " << g.reason;
+        passed += g.verdict == Verdict::pass;
+    }
+    // Not everything may be n/a: an honest kernel must actually be judged.
+    EXPECT_GE(passed, 8);
+    for (const auto& p : profile_names()) EXPECT_FALSE(under_floor(r, p)) << p;
+}
+
+TEST(Record, FloorPerProfile) {
+    Record r;
+    GateResult exc02;
+    exc02.id = "EXC-02";
+    exc02.verdict = Verdict::fail;
+    exc02.signature = {"ftz-output"};
+    r.gates.push_back(exc02);
+    EXPECT_TRUE(under_floor(r, "strict"));
+    EXPECT_FALSE(under_floor(r, "ftz"));
+    EXPECT_FALSE(under_floor(r, "fast-math"));
+
+    GateResult exc01;
+    exc01.id = "EXC-01";
+    exc01.verdict = Verdict::fail;
+    exc01.signature = {"nan-swallowed"};
+    r.gates.push_back(exc01);
+    EXPECT_TRUE(under_floor(r, "ftz"));
+    EXPECT_FALSE(under_floor(r, "fast-math"));
+
+    GateResult ord02;
+    ord02.id = "ORD-02";
+    ord02.verdict = Verdict::fail;
+    ord02.signature = {"run-to-run"};
+    ord02.detail = {{"runs_pass_ord01", false}};
+    r.gates.push_back(ord02);
+    EXPECT_TRUE(under_floor(r, "relaxed"));
+    r.gates.back().detail["runs_pass_ord01"] = true;
+    EXPECT_FALSE(under_floor(r, "relaxed"));
+    EXPECT_TRUE(under_floor(r, "fast-math"));
+
+    // A tolerance-based gate never puts a candidate under the floor.
+    Record t;
+    GateResult ord01;
+    ord01.id = "ORD-01";
+    ord01.verdict = Verdict::fail;
+    t.gates.push_back(ord01);
+    EXPECT_FALSE(under_floor(t, "strict"));
+    EXPECT_TRUE(any_violation(t));
+}
+
+TEST(Record, JsonRoundTripKeepsVerdictsAndNonFiniteNumbers) {
+    Record r;
+    r.contract_id = "sum-f32";
+    r.candidate = "x.so";
+    GateResult g;
+    g.id = "ORD-01";
+    g.verdict = Verdict::fail;
+    g.metric = std::numeric_limits<double>::infinity();
+    Evidence e;
+    e.probe = "ORD-01/normal/seed=1";
+    e.expected = std::nan("");
+    e.actual = -std::numeric_limits<double>::infinity();
+    g.evidence.push_back(e);
+    r.gates.push_back(g);
+    nlohmann::json j = to_json(r);
+    EXPECT_EQ(j["gates"][0]["id"], "ORD-01");
+    EXPECT_EQ(j["gates"][0]["verdict"], "fail");
+    EXPECT_EQ(j["failed_gates"], nlohmann::json::array({"ORD-01"}));
+    EXPECT_EQ(j["floor"]["strict"], false);
+    Record back = record_from_json(nlohmann::json::parse(j.dump()));
+    ASSERT_EQ(back.gates.size(), 1u);
+    EXPECT_TRUE(std::isinf(back.gates[0].metric));
+    EXPECT_TRUE(std::isnan(back.gates[0].evidence[0].expected));
+    EXPECT_EQ(back.gates[0].evidence[0].actual, -std::numeric_limits<double>::infinity());
+}
+
+TEST(Probe, JsonRoundTrip) {
+    Probe p;
+    p.gate = "EXC-01";
+    p.id = "EXC-01/scattered";
+    p.dims = {{"N", 17}, {"R", 3}};
+    p.family = Family::of(Family::Kind::band, 1e3);
+    InputOverride ov;
+    ov.input = "x";
+    ov.family = Family::of(Family::Kind::subnormal);
+    ov.specials = Specials{Specials::Pattern::row_neg_inf, 0.01, {"nan", "-inf"}};
+    p.overrides.push_back(ov);
+    p.layout.kind = Layout::Kind::strided;
+    p.layout.storage_offset = 1;
+    CallSpec c;
+    c.input_seed = 1234567890123ull;
+    c.output_poison = Poison::random(99);
+    c.env.ftz = true;
+    c.env.threads = 3;
+    p.calls = {c, c};
+    p.with_controls = true;
+    Probe q = probe_from_json(nlohmann::json::parse(to_json(p).dump()));
+    EXPECT_EQ(to_json(q), to_json(p));
+    EXPECT_EQ(q.calls[0].input_seed, 1234567890123ull);
+    EXPECT_EQ(q.overrides[0].specials->pattern, Specials::Pattern::row_neg_inf);
+    EXPECT_EQ(q.family.kind, Family::Kind::band);
+    EXPECT_EQ(q.calls[1].output_poison.kind, Poison::Kind::random);
+}
+
+TEST(Journal, PartialLastLineIsIgnoredAndAggregateCounts) {
+    const fs::path dir = temp_dir("journal");
+    const fs::path j = dir / "journal.jsonl";
+    auto rec = [](const std::string& id, bool ord01_fail, bool std_pass) {
+        nlohmann::json gates = nlohmann::json::array();
+        for (const auto& g : all_gates()) {
+            gates.push_back({{"id", g.id}, {"verdict", (ord01_fail && std::string(g.id) == "ORD-01") ? "fail" : "pass"}});
+        }
+        return nlohmann::json{{"corpus_id", id},
+                              {"gates", gates},
+                              {"standard_check", {{"tol_1e-2", std_pass}, {"tol_1e-4", false}}},
+                              {"label", {{"correctness", std_pass}}}};
+    };
+    {
+        std::ofstream out(j);
+        out << rec("a", true, true).dump() << "\n" << rec("b", false, true).dump() << "\n"
+            << rec("c", false, false).dump() << "\n" << R"({"corpus_id": "d", "gat)";
+    }
+    const auto records = read_journal(j.string());
+    ASSERT_EQ(records.size(), 3u);
+    const nlohmann::json s = aggregate(records);
+    EXPECT_EQ(s["judged"], 3);
+    EXPECT_EQ(s["gates"]["ORD-01"]["fail"], 1);
+    EXPECT_DOUBLE_EQ(s["gates"]["ORD-01"]["fail_rate"].get<double>(), 1.0 / 3.0);
+    EXPECT_EQ(s["differential"]["tol_1e-2"]["standard_pass_kcv_violation"], 1);
+    EXPECT_EQ(s["differential"]["tol_1e-2"]["standard_pass_kcv_clean"], 1);
+    EXPECT_EQ(s["differential"]["tol_1e-2"]["standard_fail_kcv_clean"], 1);
+    EXPECT_EQ(s["parity"]["compared"], 3);
+    EXPECT_EQ(s["parity"]["agree"], 3);
+    EXPECT_NE(render_summary(s).find("2 passed, 1 failed"), std::string::npos);
+    fs::remove_all(dir);
+}
+
+TEST(Corpus, ShardsPartitionTheIds) {
+    std::set<std::string> seen;
+    for (int i = 0; i < 500; ++i) {
+        const std::string id = "level1/" + std::to_string(i);
+        int owners = 0;
+        for (int s = 0; s < 4; ++s) owners += in_shard(id, s, 4);
+        EXPECT_EQ(owners, 1) << id;
+    }
+    EXPECT_TRUE(in_shard("anything", 0, 1));
+}
+
+TEST(Corpus, MalformedEntryNamesFileAndLine) {
+    const fs::path dir = temp_dir("corpus");
+    {
+        std::ofstream out(dir / "corpus.jsonl");
+        out << R"({"id": "a", "problem": "p.py", "candidate": "c.py"})" << "\n\n"
+            << R"({"id": "b", "problem": "p.py"})" << "\n";
+    }
+    try {
+        load_corpus(dir.string(), "");
+        FAIL() << "accepted an entry without a candidate";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("corpus.jsonl:3"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'candidate'"), std::string::npos) << e.what();
+    }
+    {
+        std::ofstream out(dir / "corpus.jsonl");
+        out << R"({"id": "a", "problem": "p.py", "candidate": "c.py"})" << "\n"
+            << R"({"id": "a", "problem": "p.py", "candidate": "d.py"})" << "\n";
+    }
+    EXPECT_THROW(load_corpus(dir.string(), ""), std::runtime_error);
+    fs::remove_all(dir);
+}
+
+namespace {
+// Runs the kcv command; returns (exit status, stdout).
+std::pair<int, std::string> run_cli(const std::string& args) {
+    const std::string cmd = std::string(KCV_TEST_CLI) + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+}  // namespace
+
+TEST(Cli, MalformedContractIsExitTwoWithAClearMessage) {
+    const fs::path dir = temp_dir("cli");
+    {
+        std::ofstream out(dir / "bad.toml");
+        out << "[contract]\nid = \"x\"\nbogus_key = 1\n";
+    }
+    auto [rc, out] = run_cli("verify --contract " + (dir / "bad.toml").string() + " --candidate " +
+                             bad_kernel("relu_exact") + " --json " + (dir / "r.json").string());
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("bad contract"), std::string::npos) << out;
+    std::ifstream in(dir / "r.json");
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["error"]["code"], "bad-contract");
+    fs::remove_all(dir);
+}
+
+TEST(Cli, UnloadableCandidateIsExitTwoAndRecorded) {
+    const fs::path dir = temp_dir("cli2");
+    auto [rc, out] = run_cli("verify --quick --contract relu-f32 --candidate " + bad_kernel("no_symbol") + " --json " +
+                             (dir / "r.json").string());
+    EXPECT_EQ(rc, 2) << out;
+    std::ifstream in(dir / "r.json");
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["error"]["code"], "load-failed");
+    EXPECT_EQ(j["gates"].size(), 12u);
+    fs::remove_all(dir);
+}
