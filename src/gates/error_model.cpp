@@ -54,7 +54,7 @@ ErrorModelParams params_for(const OutputSpec& o, double c) {
     const DTypeInfo& acc = info(o.accumulator);
     // Integer outputs (argmax indices) carry no rounding: all terms vanish and the model
     // demands exact equality.
-    p.u_acc = acc.is_float ? acc.unit_roundoff : 0.0;
+    p.u_acc = out.is_float && acc.is_float ? acc.unit_roundoff : 0.0;
     p.u_out = out.is_float ? out.unit_roundoff : 0.0;
     p.ulp_min_normal = out.is_float ? ulp(o.dtype, out.min_normal) : 0.0;
     return p;

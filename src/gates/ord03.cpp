@@ -1,0 +1,157 @@
+// ORD-03, thin margin: on the ORD-01 inputs, the candidate's relative error must stay within
+// the margin (settings.ord03_margin, 1.2 by default) of the worst positive control's on the very
+// same inputs: err(cand) ≤ margin · max(err(controls), u(out)). It catches the few-ulp
+// systematic errors that fit under the analytic bound but that no correct implementation makes.
+// The envelope comes from the controls only, never from the candidate (fairness rule 3); a
+// control that cannot run or is itself non-finite leaves no envelope, and the gate is n/a.
+// Integer outputs are exact under every model, so they leave nothing to compare.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "gates/gate_common.hpp"
+
+namespace kcv::gates {
+namespace {
+
+constexpr const char* kGate = "ORD-03";
+
+bool worse(double a, double b) {
+    if (std::isnan(a)) return !std::isnan(b);
+    if (std::isnan(b)) return false;
+    return a > b;
+}
+
+std::string num(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
+bool float_output(const OutputSpec& o) { return info(o.dtype).is_float; }
+
+// The ORD-01 probes, on the same inputs (same call seeds), also run on the controls.
+std::vector<Probe> plan(const Contract& c, const Settings& s) {
+    std::vector<Probe> probes = ord01().plan(c, s);
+    for (Probe& p : probes) {
+        p.gate = kGate;
+        p.id = kGate + p.id.substr(p.id.find('/'));
+        p.with_controls = true;
+    }
+    return probes;
+}
+
+GateResult not_judgeable(std::string reason) {
+    GateResult r = make_result(ord03());
+    r.verdict = Verdict::na;
+    r.reason = std::move(reason);
+    return r;
+}
+
+GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes) {
+    GateResult r = make_result(ord03());
+    r.probes = static_cast<int>(outcomes.size());
+    const double margin = s.ord03_margin;
+    double metric = 0;
+    std::string worst_probe;
+    int failing = 0;
+    auto add_class = [&r](const std::string& cls) {
+        if (std::find(r.signature.begin(), r.signature.end(), cls) == r.signature.end()) r.signature.push_back(cls);
+    };
+    for (const ProbeOutcome& o : outcomes) {
+        if (probe_failed(o, r)) return r;
+        for (size_t call = 0; call < o.calls.size(); ++call) {
+            const CallOutcome& co = o.calls[call];
+            if (co.facts.status != 0) {
+                Evidence e;
+                e.probe = o.probe.id;
+                e.signature = "call returned status " + std::to_string(co.facts.status) +
+                              (co.facts.error.empty() ? "" : ": " + co.facts.error);
+                e.detail["status"] = co.facts.status;
+                r.evidence.push_back(std::move(e));
+                add_class("launch-error");
+                ++failing;
+                break;
+            }
+            if (co.controls.empty()) return not_judgeable(o.probe.id + ": no positive control ran");
+            if (co.reference.size() != c.outputs.size())
+                return not_judgeable(o.probe.id + ": no reference (" + co.reference_error + ")");
+            for (size_t j = 0; j < co.control_status.size(); ++j) {
+                if (co.control_status[j] != 0)
+                    return not_judgeable(o.probe.id + ": positive control " +
+                                         (j < c.controls.size() ? c.controls[j] : std::to_string(j)) +
+                                         " returned status " + std::to_string(co.control_status[j]));
+            }
+            bool call_failed = false;
+            for (size_t out = 0; out < c.outputs.size() && !call_failed; ++out) {
+                if (!float_output(c.outputs[out])) continue;
+                const Tensor& ystar = co.reference[out];
+                double envelope = 0;
+                nlohmann::json per_control = nlohmann::json::array();
+                for (size_t j = 0; j < co.controls.size(); ++j) {
+                    const double e = envelope_err(co.controls[j].at(out), ystar).err;
+                    if (!std::isfinite(e))
+                        return not_judgeable(o.probe.id + ": positive control " +
+                                             (j < c.controls.size() ? c.controls[j] : std::to_string(j)) +
+                                             " has a non-finite error on " + c.outputs[out].name);
+                    envelope = std::max(envelope, e);
+                    per_control.push_back(e);
+                }
+                const double floor = params_for(c.outputs[out], s.c).u_out;
+                const EnvelopeErr cand = envelope_err(co.outputs[out], ystar);
+                const double ratio = envelope_ratio(cand.err, envelope, floor, 1.0);
+                if (worse(ratio, metric) || worst_probe.empty()) {
+                    metric = ratio;
+                    worst_probe = o.probe.id;
+                }
+                if (!(ratio <= margin)) {
+                    const std::string line = "err(candidate) = " + num(cand.err) + " is " + num(ratio) +
+                                             " x the controls' envelope " + num(std::max(envelope, floor)) +
+                                             " (margin " + num(margin) + ")";
+                    Evidence e = evidence_at(o, call, out, cand.worst, cand.worst, line, c);
+                    e.ratio = ratio;
+                    e.detail["err_candidate"] = cand.err;
+                    e.detail["err_controls"] = per_control;
+                    e.detail["err_floor"] = floor;
+                    e.detail["margin"] = margin;
+                    e.detail["call"] = call;
+                    r.evidence.push_back(std::move(e));
+                    add_class("thin-margin");
+                    ++failing;
+                    call_failed = true;
+                }
+            }
+            if (call_failed) break;
+        }
+    }
+    r.metric = metric;
+    r.detail["margin"] = margin;
+    r.detail["worst_probe"] = worst_probe;
+    if (failing > 0) {
+        r.verdict = Verdict::fail;
+        r.reason = std::to_string(failing) + " of " + std::to_string(outcomes.size()) +
+                   " probes beyond the controls' envelope; largest err ratio = " + num(metric) + " > " + num(margin);
+    } else {
+        r.verdict = Verdict::pass;
+        r.reason = "err ratio = " + num(metric) + " <= " + num(margin) + " on " + std::to_string(outcomes.size()) +
+                   " probes";
+    }
+    return r;
+}
+
+std::string not_applicable(const Contract& c) {
+    if (c.controls.empty()) return "the contract names no positive controls";
+    if (std::none_of(c.outputs.begin(), c.outputs.end(), float_output))
+        return "integer outputs only: exact under every model";
+    return "";
+}
+
+}  // namespace
+
+const GateDef& ord03() {
+    static const GateDef def{kGate, "thin margin", false, plan, judge, not_applicable};
+    return def;
+}
+
+}  // namespace kcv::gates
