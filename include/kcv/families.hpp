@@ -15,7 +15,7 @@ struct Family {
     enum class Kind : uint8_t {
         task,             // the contract's own distribution for the input
         signed_normal,    // N(0, 1)
-        positive,         // U(0, 1): maximal swamping for sums
+        positive,         // U(0, 1) times `scale`: maximal swamping for sums
         band,             // the task distribution times `scale` (PRC-02: 10 .. 1e4)
         offset,           // `scale` + N(0, 1) (PRC-02: 1e4 for norms and variances)
         near_max,         // values within a factor 2 of the dtype's max finite value

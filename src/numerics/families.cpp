@@ -73,7 +73,7 @@ double family_value(const CounterRng& rng, const InputSpec& spec, const Family& 
     switch (f.kind) {
         case Family::Kind::task: return task_value(rng, spec, i);
         case Family::Kind::signed_normal: return rng.normal(i);
-        case Family::Kind::positive: return rng.uniform01(i);
+        case Family::Kind::positive: return rng.uniform01(i) * f.scale;
         case Family::Kind::band: return task_value(rng, spec, i) * f.scale;
         case Family::Kind::offset: return f.scale + rng.normal(i);
         case Family::Kind::repeated: return task_value(rng, spec, 0);
