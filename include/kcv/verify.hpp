@@ -15,7 +15,7 @@ namespace kcv {
 struct VerifyOptions {
     Settings settings;
     std::vector<std::string> only_gates;   // empty: all twelve
-    std::string only_probe;                // run just this probe id (replay)
+    std::string only_probe;                // replay: run the gate's probes up to this one
     bool sandbox = true;                   // each gate in a forked worker with a time limit
     bool check_controls = true;            // fairness rule 1
     bool confirm_failures = true;          // fairness rule 17: replay a failing probe first
@@ -32,7 +32,8 @@ Record verify(const Contract& c, const std::string& candidate_path, const Verify
 std::string default_kernel_dir();
 std::string control_path(const std::string& kernel_dir, const std::string& control);
 
-// Runs one gate on one loaded candidate in this process (no sandbox).
+// Runs one gate on one loaded candidate in this process (no sandbox). With only_probe, runs the
+// gate's probes in order up to and including that one.
 GateResult run_gate(const GateDef& g, const Contract& c, Backend& candidate,
                     const std::vector<Backend*>& controls, const Settings& s, const std::string& only_probe);
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/commands.hpp"
 #include "engine/python_worker.hpp"
 #include "kcv/aggregate.hpp"
 #include "kcv/audit.hpp"
@@ -209,8 +210,14 @@ int main(int argc, char** argv) {
 
     auto* gates_cmd = app.add_subcommand("gates", "list the twelve gates");
 
+    kcv::cli::Commands more;
+    kcv::cli::add_report_commands(app, more);
+
     CLI11_PARSE(app, argc, argv);
     try {
+        for (auto& [sub, run] : more.entries) {
+            if (*sub) return run();
+        }
         if (*verify) {
             if (!reference.empty()) {
                 return cmd_verify_python(reference, candidate, device, json_out, only_gates, vo, stage_timeout, python);

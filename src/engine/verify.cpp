@@ -60,7 +60,10 @@ GateResult run_gate(const GateDef& g, const Contract& c, Backend& candidate,
                     const std::vector<Backend*>& controls, const Settings& s, const std::string& only_probe) {
     std::vector<Probe> probes = g.plan(c, s);
     if (!only_probe.empty()) {
-        std::erase_if(probes, [&](const Probe& p) { return p.id != only_probe; });
+        // A replay runs the gate's probes up to and including this one, in order: a candidate
+        // that keeps state across calls (a cache) fails again only after the same history.
+        auto it = std::find_if(probes.begin(), probes.end(), [&](const Probe& p) { return p.id == only_probe; });
+        probes.erase(it == probes.end() ? probes.begin() : std::next(it), probes.end());
         if (probes.empty()) {
             GateResult r;
             r.id = g.id;

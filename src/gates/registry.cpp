@@ -138,7 +138,7 @@ GateResult gate_result_from_json(const nlohmann::json& j) {
 std::string replay_command(const Contract& c, const std::string& candidate, const Settings& s,
                            const std::string& probe_id) {
     std::ostringstream os;
-    const bool builtin = c.source.empty() || c.source.front() == '<';
+    const bool builtin = c.source.empty() || c.source.front() == '<' || c.source.starts_with("builtin:");
     os << "kcv verify --contract " << quote(builtin ? c.id : c.source) << " --candidate "
        << quote(candidate) << " --seed " << s.seed;
     if (s.c != Settings{}.c) os << " --c " << s.c;
