@@ -143,6 +143,10 @@ Contract load_contract(const std::string& path);   // parse only; throws if unre
 // file wins over a built-in id). The result is validated.
 Contract resolve_contract(const std::string& id_or_path);
 std::vector<std::string> builtin_contract_ids();   // sorted
+namespace detail {
+// contracts/*.toml keyed by file stem, generated at build time by cmake/embed_contracts.cmake.
+const std::map<std::string, std::string>& builtin_contract_texts();
+}  // namespace detail
 // Checks cross-references (shape names, oracle exists, K expressions, unique names, ranges);
 // throws ContractError naming the source and the field.
 void validate(const Contract& c);

@@ -34,8 +34,4 @@ private:
     std::string source_;
 };
 
-// Paths as messages show them: "inputs[1].dtype".
-std::string child_path(const std::string& parent, const std::string& key);
-std::string element_path(const std::string& parent, size_t index);
-
 }  // namespace kcv::contracts

@@ -158,7 +158,7 @@ bool is_contract_id(std::string_view s) {
     return !s.empty() && s[0] != '.' && std::all_of(s.begin(), s.end(), allowed);
 }
 
-std::string quoted(std::string_view text) {
+std::string quote(std::string_view text) {
     constexpr size_t kMax = 80;
     std::string out = "'";
     for (size_t i = 0; i < text.size() && i < kMax; ++i) {
@@ -174,6 +174,14 @@ std::string quoted(std::string_view text) {
     }
     if (text.size() > kMax) out += "...";
     return out + "'";
+}
+
+std::string child_path(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+}
+
+std::string element_path(const std::string& parent, size_t index) {
+    return parent + "[" + std::to_string(index) + "]";
 }
 
 std::string contract_message(const std::string& source, int line, const std::string& path,

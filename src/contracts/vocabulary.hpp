@@ -43,7 +43,11 @@ bool is_contract_id(std::string_view s);
 
 // 'text' for a message: control bytes escaped, long text cut, so that any input (the reader is
 // fuzzed) gives a short, printable message.
-std::string quoted(std::string_view text);
+std::string quote(std::string_view text);
+
+// Paths as messages show them: "inputs[1].dtype".
+std::string child_path(const std::string& parent, const std::string& key);
+std::string element_path(const std::string& parent, size_t index);
 
 // The message format every ContractError uses: "<source>[:<line>]: [<path>: ]<problem>".
 std::string contract_message(const std::string& source, int line, const std::string& path,
