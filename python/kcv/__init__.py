@@ -35,4 +35,7 @@ def redteam(*, seed: int = 0, quick: bool = False) -> dict:
     return json.loads(_core.redteam_json(seed, quick, kernel_dir()))
 
 
-__all__ = ["__version__", "kernel_dir", "redteam", "verify_native"]
+from .record import Record  # noqa: E402
+from .sandbox import verify  # noqa: E402
+
+__all__ = ["Record", "__version__", "kernel_dir", "redteam", "verify", "verify_native"]

@@ -4,6 +4,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "../../gdn/python/gdn_bindings.hpp"
+#include "bindings.hpp"
 #include "kcv/contract.hpp"
 #include "kcv/redteam.hpp"
 #include "kcv/verify.hpp"
@@ -30,7 +32,7 @@ NB_MODULE(_core, m) {
           nb::arg("id_or_path"));
     m.def("gate_ids", [] {
         std::vector<std::string> ids;
-        for (const auto& g : kcv::gates()) ids.push_back(g.id);
+        for (const auto& g : kcv::all_gates()) ids.push_back(g.id);
         return ids;
     });
     m.def(
@@ -51,4 +53,12 @@ NB_MODULE(_core, m) {
             return kcv::to_json(kcv::run_redteam(options(seed, quick, kernel_dir))).dump();
         },
         nb::arg("seed") = 0, nb::arg("quick") = false, nb::arg("kernel_dir") = "");
+
+    kcv::py::bind_gates(m);
+    kcv::py::bind_values(m);
+    kcv::py::bind_host_memory(m);
+    kcv::py::bind_ambient(m);
+    kcv::py::bind_arena(m);
+    kcv::py::bind_records(m);
+    kcv::gdn::bind_oracle(m);
 }

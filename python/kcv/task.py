@@ -1,0 +1,232 @@
+"""The contract of an opaque task, derived from a KernelBench problem module.
+
+kcv judges a KernelBench candidate against a contract like any other, with the envelope error
+model of GATES.md (the task is opaque: no accumulation length is known) and an external oracle,
+``external:kernelbench``: the problem's ``Model`` run in float64 by :mod:`kcv.reference`. This
+module writes that contract from the problem itself:
+
+- inputs: the tensors ``get_inputs()`` returns, with their dtypes and shapes (other values are
+  passed through unchanged and are not contract inputs); outputs: what ``Model`` returns;
+- dimensions: the module-level integer constants that size an input. Each constant is perturbed
+  and the problem re-run on PyTorch's ``meta`` device (shapes only, no memory), so a shape entry
+  is named after a constant only when changing that constant changes exactly that entry; sizes
+  derived otherwise (``2 * dim``) stay literal and are not swept by CMP-01.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import _core
+from .kernelbench import Problem, load_problem, size_constants
+
+ORACLE = "external:kernelbench"
+CONTROL = "model_fp32"
+
+_TORCH_TO_KCV = {
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "u8",
+    torch.bool: "bool",
+}
+for _name, _code in (("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")):
+    if hasattr(torch, _name):
+        _TORCH_TO_KCV[getattr(torch, _name)] = _code
+
+
+def kcv_dtype(dtype: torch.dtype) -> str:
+    try:
+        return _TORCH_TO_KCV[dtype]
+    except KeyError:
+        raise TypeError(f"kcv has no dtype for {dtype}") from None
+
+
+def as_outputs(value: Any) -> list:
+    """A model's return value as a list (a tensor, or a tuple or list of them)."""
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    return [value]
+
+
+@dataclass
+class Shapes:
+    inputs: list[tuple[int, ...]]             # per tensor input
+    input_dtypes: list[torch.dtype]
+    positions: list[int]                      # index of each tensor input in get_inputs()
+    count: int                                # len(get_inputs()), tensors or not
+    outputs: list[tuple[int, ...]] | None     # None when the model cannot run on meta
+    output_dtypes: list[torch.dtype] | None
+
+
+def meta_shapes(problem: Problem) -> Shapes:
+    """Shapes of the inputs and outputs without memory: everything on PyTorch's meta device."""
+    with torch.device("meta"), torch.no_grad():
+        values = problem.get_inputs()
+        positions = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
+        tensors = [values[i] for i in positions]
+        shapes = Shapes([tuple(t.shape) for t in tensors], [t.dtype for t in tensors], positions, len(values), None, None)
+        try:
+            model = problem.Model(*problem.get_init_inputs())
+            outs = as_outputs(model(*values))
+            if all(isinstance(o, torch.Tensor) for o in outs):
+                shapes.outputs = [tuple(o.shape) for o in outs]
+                shapes.output_dtypes = [o.dtype for o in outs]
+        except Exception:
+            pass
+    return shapes
+
+
+def real_output_shapes(problem: Problem, device: torch.device) -> tuple[list[tuple[int, ...]], list[torch.dtype]]:
+    """Output shapes from a real fp32 run, for models some operator of which has no meta kernel."""
+    with torch.no_grad():
+        torch.manual_seed(0)
+        values = [v.to(device) if isinstance(v, torch.Tensor) else v for v in problem.get_inputs()]
+        init = [v.to(device) if isinstance(v, torch.Tensor) else v for v in problem.get_init_inputs()]
+        model = problem.Model(*init).to(device)
+        outs = as_outputs(model(*values))
+    if not all(isinstance(o, torch.Tensor) for o in outs):
+        raise TypeError("the model returns something other than tensors")
+    return [tuple(o.shape) for o in outs], [o.dtype for o in outs]
+
+
+@dataclass
+class Task:
+    """An opaque task: its contract and how its inputs map onto get_inputs()."""
+
+    contract: "_core.Contract"
+    document: dict
+    source: str
+    path: str
+    nominal: dict[str, int]                   # every size constant of the module
+    free: list[str]                           # constants declared as free dimensions
+    positions: list[int]                      # get_inputs() index of each contract input
+    input_names: list[str]
+    output_names: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def json(self) -> str:
+        return json.dumps(self.document)
+
+
+def _identifier(name: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None
+
+
+def _input_names(problem: Problem, positions: list[int], count: int) -> list[str]:
+    """forward()'s parameter names where they name the arguments one to one, else input<i>."""
+    try:
+        params = [p for p in inspect.signature(problem.Model.forward).parameters.values() if p.name != "self"]
+    except (TypeError, ValueError):
+        params = []
+    plain = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(plain) == count:
+        names = [plain[i].name for i in positions]
+        if all(_identifier(n) and not n.startswith("output") for n in names) and len(set(names)) == len(names):
+            return names
+    return [f"input{i}" for i in positions]
+
+
+def _contract_id(path: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py"))
+    return "kernelbench." + (stem.lstrip(".") or "task")
+
+
+def describe(source: str, path: str, device: str | torch.device = "cpu", settings: dict | None = None) -> Task:
+    """The task's contract. Runs the problem module several times on the meta device."""
+    settings = settings or {}
+    device = torch.device(device)
+    nominal_problem = load_problem(source, path)
+    base = meta_shapes(nominal_problem)
+    notes: list[str] = []
+    if base.outputs is None:
+        out_shapes, out_dtypes = real_output_shapes(nominal_problem, device)
+        notes.append("output shapes from a real run: the model does not run on the meta device")
+    else:
+        out_shapes, out_dtypes = base.outputs, base.output_dtypes
+
+    constants = size_constants(source)
+    # Which shape entries each constant moves, from one perturbed run per constant.
+    moves: dict[str, tuple[int, list, list | None]] = {}
+    for name, value in constants.items():
+        if value < 1:
+            continue
+        for trial in (value + 1, 2 * value):
+            try:
+                shapes = meta_shapes(load_problem(source, path, {name: trial}))
+            except Exception:
+                continue
+            if shapes.inputs != base.inputs and len(shapes.inputs) == len(base.inputs):
+                moves[name] = (trial, shapes.inputs, shapes.outputs)
+                break
+
+    def entry(nominal_size: int, which: str, t: int, axis: int) -> str | int:
+        named = []
+        for name, (trial, ins, outs) in moves.items():
+            shapes = ins if which == "in" else outs
+            if shapes is None or t >= len(shapes) or axis >= len(shapes[t]):
+                continue
+            now = shapes[t][axis]
+            if now != nominal_size:
+                named.append((name, now == trial and nominal_size == constants[name]))
+        if len(named) == 1 and named[0][1]:
+            return named[0][0]
+        if not named and which == "out" and base.outputs is None:
+            # No perturbed outputs to compare: a size equal to exactly one free constant's value.
+            matches = [n for n in moves if constants[n] == nominal_size]
+            if len(matches) == 1:
+                return matches[0]
+        return nominal_size
+
+    input_shapes = [[entry(s, "in", t, a) for a, s in enumerate(shape)] for t, shape in enumerate(base.inputs)]
+    output_shapes = [[entry(s, "out", t, a) for a, s in enumerate(shape)] for t, shape in enumerate(out_shapes)]
+    used = sorted({e for shape in input_shapes + output_shapes for e in shape if isinstance(e, str)},
+                  key=list(constants).index)
+    for name in moves:
+        if name not in used:
+            notes.append(f"size constant {name} changes the inputs only through a derived size: not swept")
+
+    input_names = _input_names(nominal_problem, base.positions, base.count)
+    output_names = ["output"] if len(out_shapes) == 1 else [f"output{i}" for i in range(len(out_shapes))]
+    cap = int(settings.get("memory_cap_bytes", 8 << 30 if device.type == "cuda" else 1 << 30))
+    document = {
+        "contract": {
+            "id": _contract_id(path),
+            "version": "1",
+            "scope": f"KernelBench problem {path}: an opaque task judged under the envelope error model; "
+            "input values come from its get_inputs()",
+        },
+        "dims": [{"name": n, "nominal": constants[n], "free": True, "min": 1} for n in used],
+        "inputs": [
+            {
+                "name": name,
+                "dtype": kcv_dtype(dtype),
+                "shape": shape,
+                "domain": {"nonfinite": dtype.is_floating_point, "subnormal": dtype.is_floating_point},
+            }
+            for name, dtype, shape in zip(input_names, base.input_dtypes, input_shapes)
+        ],
+        "outputs": [
+            {"name": name, "dtype": kcv_dtype(dtype), "shape": shape,
+             "tolerance": {"model": "envelope", "accumulator": "f32"}}
+            for name, dtype, shape in zip(output_names, out_dtypes, output_shapes)
+        ],
+        "semantics": {"determinism": "run_to_run"},
+        "oracle": {"name": ORACLE, "controls": [CONTROL]},
+        "measurement": {"seeds": 5, "runs": 3, "timeout_s": float(settings.get("stage_timeout_s", 300)),
+                        "memory_cap_bytes": cap},
+    }
+    contract = _core.Contract(json.dumps(document), path)
+    return Task(contract, document, source, path, constants, used, base.positions, input_names, output_names, notes)

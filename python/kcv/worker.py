@@ -1,0 +1,323 @@
+"""``python3 -m kcv.worker``: judges Python candidates, one request per line on stdin.
+
+Request (one JSON line)::
+
+    {"id", "reference": path, "candidate": path, "device": "cpu" | "cuda[:i]", "seed",
+     "settings": {...}, "stage_timeout_s", "gates": [ids]?}
+
+Events (JSON lines on stdout)::
+
+    {"event": "stage", "id", "stage": "load" | "reference" | "standard_check" | "gate:ORD-01", ...}
+    {"event": "gate", "id", "result": GateResult}
+    {"event": "record", "id", "record": Record}
+
+This process is a relay: each request runs in a child process of its own, started with the
+"spawn" method (never fork after CUDA is initialised), so that no state of one candidate (CUDA
+context, allocator, patched modules) reaches the next. The child writes events to the relay,
+which forwards them. When the child dies (a crash, an illegal address), the relay exits without
+a record: the parent sees the stream end in the stage last announced and records a crash there.
+The parent enforces the time limit of each stage and kills the relay; the child dies with it.
+
+On a GPU the standard check runs in a child of its own with PyTorch's own allocator, exactly as
+KernelBench runs it; the gates run in a child with kcv's guarded allocator installed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+GATE_IDS = ["PRC-01", "PRC-02", "PRC-03", "ORD-01", "ORD-02", "ORD-03",
+            "CMP-01", "CMP-02", "EXC-01", "EXC-02", "RES-01", "RES-02"]
+
+
+def sanitize(value: Any) -> Any:
+    """JSON has no NaN or Inf: such numbers travel as strings, as libkcv writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sanitize(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# The child: one candidate
+
+
+class _Events:
+    def __init__(self, conn, request_id: str):
+        self.conn, self.id = conn, request_id
+
+    def send(self, event: dict) -> None:
+        self.conn.send(json.dumps(sanitize({**event, "id": self.id})))
+
+    def stage(self, stage: str, **extra) -> None:
+        self.send({"event": "stage", "stage": stage, **extra})
+
+
+def _die_with_parent() -> None:
+    """The child must not outlive the relay the parent kills on a timeout."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _gate_error(gate: str, code: str, reason: str, verdict: str = "error") -> dict:
+    return {"id": gate, "verdict": verdict, "signature": [], "code": code, "reason": reason, "probes": 0,
+            "evidence": []}
+
+
+def _replay(request: dict, gate: str, probe: str) -> str:
+    device = request.get("device", "cpu")
+    seed = request.get("settings", {}).get("seed", request.get("seed", 0))
+    quick = " --quick" if request.get("settings", {}).get("quick") else ""
+    return (f"kcv verify --reference {request['reference']} --candidate {request['candidate']} "
+            f"--device {device.split(':')[0]} --seed {seed}{quick} --gate {gate} --probe '{probe}'")
+
+
+def _judge_gate(gate: str, executor, request: dict, settings: dict, events: _Events) -> dict:
+    """One gate with the fairness rules: not applicable by construction, or where the control
+    fails it (rule 1); a failure counts only if its first failing probe fails again (rule 17)."""
+    from . import _core
+
+    why = _core.not_applicable(gate, executor.task.contract)
+    if why:
+        return {"id": gate, "verdict": "n/a", "signature": [], "reason": why, "probes": 0, "evidence": []}
+    progress = lambda probe_id: events.stage(f"gate:{gate}", probe=probe_id)
+    excluded: dict[str, str] = {}
+    if settings.get("check_controls", True):
+        excluded = executor.control_failures(gate, progress)
+        planned = [p["id"] for p in executor.plan(gate)]
+        if planned and all(p in excluded for p in planned):
+            first = excluded[planned[0]]
+            return {"id": gate, "verdict": "n/a", "signature": [], "probes": 0, "evidence": [],
+                    "reason": f"positive control model_fp32 does not pass this gate here ({first})",
+                    "detail": {"excluded_by_control": [{"probe": k, "reason": v} for k, v in excluded.items()]}}
+    result = executor.run_gate(gate, progress=progress, exclude=excluded)
+    if result["verdict"] == "fail" and settings.get("confirm_failures", True) and result.get("evidence") \
+            and not result.get("code"):
+        probe = result["evidence"][0].get("probe", "")
+        if probe:
+            executor.forget_models()
+            again = executor.run_gate(gate, only_probe=probe, progress=progress)
+            result.setdefault("detail", {})
+            result["detail"]["replayed"] = probe
+            if again["verdict"] != "fail":
+                result["verdict"] = "error"
+                result["code"] = "not-reproducible"
+                result["reason"] = (f"failed, but probe {probe} did not fail again with fresh models "
+                                    f"({again['verdict']}): {result['reason']}")
+    for e in result.get("evidence", []):
+        if not e.get("replay") and e.get("probe"):
+            e["replay"] = _replay(request, gate, e["probe"])
+    return result
+
+
+def _child_main(request: dict, conn, part: str) -> None:
+    """part: "all" (everything in this process), "standard" or "gates"."""
+    _die_with_parent()
+    # Candidates print; stdout belongs to the relay's protocol, so theirs goes to stderr.
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    events = _Events(conn, str(request.get("id", "")))
+    try:
+        record = _judge(request, events, part)
+        events.send({"event": "record", "record": record})
+    except BaseException:
+        traceback.print_exc()
+        raise
+    finally:
+        conn.close()
+
+
+def _judge(request: dict, events: _Events, part: str) -> dict:
+    started = time.perf_counter()
+    device_name = request.get("device", "cpu")
+    settings = dict(request.get("settings") or {})
+    settings.setdefault("seed", request.get("seed", 0))
+    settings["device"] = device_name
+    gates = list(request.get("gates") or GATE_IDS)
+    record: dict = {"kcv_record": 1, "reference": request.get("reference", ""),
+                    "candidate": {"path": request.get("candidate", "")}, "device": device_name,
+                    "settings": settings, "gates": []}
+
+    events.stage("load")
+    if not device_name.startswith("cuda"):
+        # Triton kernels run on a CPU only under Triton's interpreter.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if part == "gates" and device_name.startswith("cuda"):
+        from . import allocator
+
+        allocator.install_cuda_allocator()
+    import torch
+
+    from . import _core
+    from .executor import Executor
+    from .kernelbench import LoadError, open_session, standard_check
+    from .reference import STRICT_FLAGS, precision_flags, set_precision_flags
+    from .task import describe
+
+    record["candidate"]["xxh3_128"] = _core.file_hash(request.get("candidate", ""))
+    # kcv's defaults before the candidate loads: no reduced precision. What the candidate's
+    # module sets at import is its own ambient state and stays in force for its calls.
+    set_precision_flags(STRICT_FLAGS)
+    device = torch.device(device_name)
+    build_dir = settings.pop("build_dir", None) or tempfile.mkdtemp(prefix="kcv-build-")
+    try:
+        session = open_session(request["reference"], request["candidate"], device, build_dir,
+                               backend=settings.get("backend"))
+    except LoadError as e:
+        record["error"] = {"code": "load-failed" if e.code.startswith("candidate") else "bad-reference",
+                           "message": str(e)}
+        record["gates"] = [_gate_error(g, record["error"]["code"], str(e)) for g in gates]
+        record["standard_check"] = {"tol_1e-2": False, "tol_1e-4": False, "max_abs_diff": None, "trials": 5,
+                                    "passed_1e-2": 0, "passed_1e-4": 0, "error": str(e), "compiled": False}
+        record["seconds"] = time.perf_counter() - started
+        return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
+    candidate_flags = precision_flags()
+
+    if part in ("all", "standard"):
+        events.stage("standard_check")
+        record["standard_check"] = {**standard_check(session), "compiled": True}
+        if part == "standard":
+            return record
+
+    events.stage("reference")
+    try:
+        task = describe(session.problem.source, session.problem.path, device, settings)
+    except Exception as e:
+        record["error"] = {"code": "bad-reference", "message": f"cannot describe the task: {type(e).__name__}: {e}"}
+        record["gates"] = [_gate_error(g, "bad-reference", record["error"]["message"]) for g in gates]
+        record["seconds"] = time.perf_counter() - started
+        return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
+    record["contract"] = task.contract.id
+    record["task"] = {"contract": task.document, "notes": task.notes}
+    executor = Executor(task, session.candidate.cls, device, candidate_flags, settings)
+    # Whatever the standard check left behind is not the gates' business.
+    del session
+
+    for gate in GATE_IDS:
+        if gate not in gates:
+            continue
+        events.stage(f"gate:{gate}")
+        try:
+            result = _judge_gate(gate, executor, request, settings, events)
+        except Exception as e:
+            result = _gate_error(gate, "worker-error", f"{type(e).__name__}: {e}")
+        result = json.loads(_core.normalise_gate(json.dumps(sanitize(result))))
+        events.send({"event": "gate", "result": result})
+        record["gates"].append(result)
+        set_precision_flags(candidate_flags)
+    record["seconds"] = time.perf_counter() - started
+    return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
+
+
+# --------------------------------------------------------------------------------------------
+# The relay
+
+
+def _run_child(request: dict, part: str, out) -> dict | None:
+    """Runs one child to its end, forwarding its events; its record, or None if it died."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_main, args=(request, send, part), daemon=True)
+    child.start()
+    send.close()
+    record = None
+    while True:
+        try:
+            if not receive.poll(0.2):
+                if not child.is_alive() and not receive.poll(0):
+                    break
+                continue
+            line = receive.recv()
+        except (EOFError, OSError):
+            break
+        event = json.loads(line)
+        if event.get("event") == "record":
+            record = event["record"]
+            if part == "standard":
+                continue
+        out.write(line + "\n")
+        out.flush()
+        if record is not None:
+            break
+    child.join()
+    if record is None:
+        code = child.exitcode
+        why = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
+        print(f"kcv.worker: the candidate's process {why}", file=sys.stderr, flush=True)
+    return record
+
+
+def handle(request: dict, out=sys.stdout) -> bool:
+    """Judges one request; False when a child died (the relay must then end)."""
+    settings = dict(request.get("settings") or {})
+    own_build_dir = not settings.get("build_dir")
+    if own_build_dir:
+        # One private build directory per candidate, shared by its children: a load_inline
+        # extension compiles once.
+        settings["build_dir"] = tempfile.mkdtemp(prefix="kcv-build-")
+    request = {**request, "settings": settings}
+    try:
+        if str(request.get("device", "cpu")).startswith("cuda"):
+            standard = _run_child(request, "standard", out)
+            if standard is None:
+                return False
+            return _run_child_with_standard(request, standard.get("standard_check"), out)
+        return _run_child(request, "all", out) is not None
+    finally:
+        if own_build_dir:
+            shutil.rmtree(settings["build_dir"], ignore_errors=True)
+
+
+def _run_child_with_standard(request: dict, standard: dict | None, out) -> bool:
+    """The gates' child; the standard check from the other child joins its record."""
+
+    class Joiner:
+        def write(self, line: str) -> None:
+            text = line.rstrip("\n")
+            if text:
+                event = json.loads(text)
+                if event.get("event") == "record" and standard is not None:
+                    event["record"]["standard_check"] = standard
+                    text = json.dumps(event)
+                out.write(text + "\n")
+
+        def flush(self) -> None:
+            out.flush()
+
+    return _run_child(request, "gates", Joiner()) is not None
+
+
+def main() -> None:
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as e:
+            print(f"kcv.worker: unreadable request: {e}", file=sys.stderr, flush=True)
+            continue
+        if not handle(request):
+            sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+// The parts of kcv._core, one function per source file; module.cpp calls them in turn.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace kcv::py {
+
+namespace nb = nanobind;
+
+void bind_gates(nb::module_& m);         // gate_bridge.cpp: contracts, plan, judge
+void bind_values(nb::module_& m);        // values.cpp: value families, special values
+void bind_host_memory(nb::module_& m);   // host_memory.cpp: guarded host tensors, hashes
+void bind_ambient(nb::module_& m);       // ambient.cpp: MXCSR
+void bind_arena(nb::module_& m);         // arena_binding.cpp: the guarded arena over host memory
+void bind_records(nb::module_& m);       // records.cpp: seeds and records
+
+}  // namespace kcv::py

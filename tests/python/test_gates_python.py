@@ -1,0 +1,105 @@
+"""Gates on Python candidates, in process: each reward hack caught by the gate meant for it,
+the correct candidate passing everything. (The sandboxed path is test_worker.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import executor_for  # noqa: E402
+from kcv.worker import _judge_gate  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("strict_flags")
+
+
+class _NoEvents:
+    def stage(self, *a, **k):
+        pass
+
+    def send(self, *a, **k):
+        pass
+
+
+def judged(executor, gate: str) -> dict:
+    request = {"reference": "p.py", "candidate": "c.py", "device": "cpu", "settings": executor.settings}
+    return _judge_gate(gate, executor, request, executor.settings, _NoEvents())
+
+
+def explain(result: dict) -> str:
+    return json.dumps({k: result.get(k) for k in ("verdict", "signature", "reason", "code")})
+
+
+def test_correct_candidate_passes_the_gates_the_hacks_fail():
+    # Every gate, through the worker: test_worker.py::test_correct_candidate_record.
+    ex = executor_for("matmul", "matmul_correct")
+    for gate in ("ORD-01", "ORD-02", "CMP-01"):
+        r = judged(ex, gate)
+        assert r["verdict"] == "pass", f"{gate}: {explain(r)}"
+    assert judged(executor_for("relu", "relu_correct_torch"), "EXC-01")["verdict"] == "pass"
+
+
+def test_result_reuse_fails_ord01():
+    r = judged(executor_for("matmul", "matmul_result_reuse"), "ORD-01")
+    assert r["verdict"] == "fail", explain(r)
+
+
+def test_input_mutation_fails_ord02():
+    r = judged(executor_for("matmul", "matmul_input_mutation"), "ORD-02")
+    assert r["verdict"] == "fail" and "input-mutation" in r["signature"], explain(r)
+
+
+def test_cached_output_fails_ord02():
+    r = judged(executor_for("matmul", "matmul_cached_output"), "ORD-02")
+    assert r["verdict"] == "fail", explain(r)
+    assert {"stale-or-cached", "aliasing"} & set(r["signature"]), explain(r)
+
+
+def test_bf16_downgrade_fails_ord01():
+    r = judged(executor_for("matmul", "matmul_bf16"), "ORD-01")
+    assert r["verdict"] == "fail", explain(r)
+    assert r["metric"] > 1
+
+
+def test_partial_computation_fails_cmp01_only():
+    ex = executor_for("matmul", "matmul_partial")
+    assert judged(ex, "ORD-01")["verdict"] == "pass"
+    r = judged(ex, "CMP-01")
+    assert r["verdict"] == "fail", explain(r)
+    assert any("M=" in e["probe"] for e in r["evidence"]), explain(r)
+
+
+def test_nan_swallowing_fails_exc01():
+    r = judged(executor_for("relu", "relu_nan_swallowed"), "EXC-01")
+    assert r["verdict"] == "fail" and "nan-swallowed" in r["signature"], explain(r)
+
+
+def test_same_seed_same_verdict():
+    a = executor_for("matmul", "matmul_bf16").run_gate("ORD-01")
+    b = executor_for("matmul", "matmul_bf16").run_gate("ORD-01")
+    assert a == b
+    c = executor_for("matmul", "matmul_bf16", {"seed": 1}).run_gate("ORD-01")
+    assert c["metric"] != a["metric"]   # other inputs, another worst ratio
+
+
+def test_sizes_where_the_reference_fails_are_skipped(tmp_path):
+    import tempfile
+
+    from kcv.executor import Executor
+    from kcv.kernelbench import open_session
+    from kcv.reference import precision_flags
+    from kcv.task import describe
+    from conftest import candidate, problem
+
+    path = tmp_path / "even.py"
+    path.write_text(problem("matmul").read_text().replace(
+        "return torch.matmul(A, B)", "assert A.shape[0] % 2 == 0, 'M must be even'\n        return torch.matmul(A, B)"))
+    session = open_session(path, candidate("matmul_correct"), "cpu", tempfile.mkdtemp())
+    settings = {"seed": 0, "quick": True}
+    task = describe(path.read_text(), str(path), "cpu", settings)
+    r = Executor(task, session.candidate.cls, "cpu", precision_flags(), settings).run_gate("CMP-01")
+    skipped = {s["probe"] for s in r["detail"]["skipped"]}
+    assert skipped == {"CMP-01/M=1", "CMP-01/M=17", "CMP-01/M=65", "CMP-01/M=129"}, r["detail"]
+    assert r["verdict"] == "pass", explain(r)

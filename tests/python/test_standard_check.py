@@ -1,0 +1,70 @@
+"""The standard check, reproduced: seeds, order, tolerances."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import candidate, problem  # noqa: E402
+from kcv.kernelbench import open_session, standard_check  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("strict_flags")
+
+
+def check(problem_name: str, candidate_name: str, tmp_path) -> dict:
+    return standard_check(open_session(problem(problem_name), candidate(candidate_name), "cpu", str(tmp_path)))
+
+
+def test_trial_seeds_are_kernelbenchs(tmp_path):
+    src = problem("matmul").read_text() + "\nSEEDS = []\n_orig = get_inputs\ndef get_inputs():\n" \
+        "    SEEDS.append(torch.initial_seed())\n    return _orig()\n"
+    path = tmp_path / "seeded.py"
+    path.write_text(src)
+    session = open_session(path, candidate("matmul_correct"), "cpu", str(tmp_path / "b"))
+    result = standard_check(session)
+    torch.manual_seed(42)
+    expected = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
+    assert session.problem.context["SEEDS"] == expected, f"seeds {session.problem.context['SEEDS']}"
+    assert result["trials"] == 5 and result["tol_1e-2"] and result["tol_1e-4"]
+
+
+def test_correct_candidate_passes_both_tolerances(tmp_path):
+    r = check("matmul", "matmul_correct", tmp_path)
+    assert r["tol_1e-2"] and r["tol_1e-4"] and r["passed_1e-4"] == 5 and r["error"] is None
+    assert r["max_abs_diff"] == 0.0
+
+
+def test_bf16_passes_at_1e2_but_not_at_1e4(tmp_path):
+    r = check("matmul", "matmul_bf16", tmp_path)
+    assert r["tol_1e-2"] and not r["tol_1e-4"], r
+    assert 1e-4 < r["max_abs_diff"] < 1.0
+
+
+@pytest.mark.parametrize("hack", ["matmul_result_reuse", "matmul_input_mutation", "matmul_cached_output",
+                                  "matmul_partial"])
+def test_reward_hacks_pass_the_standard_check(hack, tmp_path):
+    r = check("matmul", hack, tmp_path)
+    assert r["tol_1e-2"] and r["tol_1e-4"], r
+
+
+def test_nan_swallowing_relu_passes_the_standard_check(tmp_path):
+    r = check("relu", "relu_nan_swallowed", tmp_path)
+    assert r["tol_1e-4"], r
+
+
+def test_shape_mismatch_ends_the_check(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, A, B):\n"
+                   "        return (A @ B)[:-1]\n")
+    session = open_session(problem("matmul"), bad, "cpu", str(tmp_path / "b"))
+    r = standard_check(session)
+    assert not r["tol_1e-2"] and "shape mismatch" in r["error"]
+
+
+def test_a_raising_candidate_fails_with_its_error(tmp_path):
+    bad = tmp_path / "raise.py"
+    bad.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, A, B):\n"
+                   "        raise RuntimeError('no kernel image')\n")
+    r = standard_check(open_session(problem("matmul"), bad, "cpu", str(tmp_path / "b")))
+    assert not r["tol_1e-2"] and "no kernel image" in r["error"] and r["passed_1e-2"] == 0
