@@ -13,9 +13,7 @@ namespace {
 // recomputed inside a segment, so memory is O(T/64 + 64) states rather than O(T).
 constexpr int64_t kSegment = 64;
 
-struct Sequence {
-    int64_t batch, start, length;
-};
+using Sequence = Span;
 
 // Offsets into the row-major tensors of the layout.
 struct Layout {
@@ -23,14 +21,8 @@ struct Layout {
     int64_t group;   // value heads per query/key head
     std::vector<Sequence> seqs;
 
-    explicit Layout(const Shape& shape) : s(shape), group(shape.HV / shape.H) {
-        if (s.cu_seqlens.empty()) {
-            for (int64_t b = 0; b < s.B; ++b) seqs.push_back({b, 0, s.T});
-        } else {
-            for (size_t n = 0; n + 1 < s.cu_seqlens.size(); ++n)
-                seqs.push_back({0, s.cu_seqlens[n], s.cu_seqlens[n + 1] - s.cu_seqlens[n]});
-        }
-    }
+    explicit Layout(const Shape& shape)
+        : s(shape), group(shape.HV / shape.H), seqs(sequence_spans(shape)) {}
     int64_t row(const Sequence& q, int64_t t) const { return q.batch * s.T + q.start + t; }
     int64_t qk(const Sequence& q, int64_t t, int64_t hv) const {
         return (row(q, t) * s.H + hv / group) * s.K;
@@ -119,59 +111,6 @@ void init_state(const Problem& p, const Layout& L, const double* h0, int64_t n, 
 
 }  // namespace
 
-Member member_from_name(std::string_view name) {
-    if (name == "linear_attention") return kLinearAttention;
-    if (name == "ssd") return kSsd;
-    if (name == "gla") return kGla;
-    if (name == "gdn") return kGatedDeltaNet;
-    if (name == "kda") return kKda;
-    throw std::invalid_argument("unknown recurrence member '" + std::string(name) +
-                                "' (known: linear_attention, ssd, gla, gdn, kda)");
-}
-
-const char* member_name(Member m) {
-    if (m == kLinearAttention) return "linear_attention";
-    if (m == kSsd) return "ssd";
-    if (m == kGla) return "gla";
-    if (m == kGatedDeltaNet) return "gdn";
-    if (m == kKda) return "kda";
-    return m.delta ? "delta-without-gate" : "unknown";
-}
-
-std::vector<Member> all_members() { return {kLinearAttention, kSsd, kGla, kGatedDeltaNet, kKda}; }
-
-int64_t Shape::sequences() const {
-    return cu_seqlens.empty() ? B : static_cast<int64_t>(cu_seqlens.size()) - 1;
-}
-
-int64_t Shape::g_size(GateKind gate) const {
-    switch (gate) {
-        case GateKind::none: return 0;
-        case GateKind::scalar: return B * T * HV;
-        case GateKind::channel: return B * T * HV * K;
-    }
-    return 0;
-}
-
-void validate(const Problem& p) {
-    const Shape& s = p.shape;
-    auto bad = [](const std::string& m) { throw std::invalid_argument("recurrence problem: " + m); };
-    if (s.B < 1 || s.T < 0 || s.H < 1 || s.HV < 1 || s.K < 1 || s.V < 1)
-        bad("sizes must be positive (B, H, HV, K, V >= 1, T >= 0)");
-    if (s.HV % s.H != 0)
-        bad("HV = " + std::to_string(s.HV) + " is not a multiple of H = " + std::to_string(s.H));
-    if (p.member.delta && p.member.gate == GateKind::none) bad("the delta term without a gate is not a member");
-    if (!s.cu_seqlens.empty()) {
-        if (s.B != 1) bad("cu_seqlens needs B = 1, got B = " + std::to_string(s.B));
-        if (s.cu_seqlens.size() < 2) bad("cu_seqlens needs at least two entries");
-        if (s.cu_seqlens.front() != 0 || s.cu_seqlens.back() != s.T)
-            bad("cu_seqlens must run from 0 to T = " + std::to_string(s.T));
-        for (size_t i = 1; i < s.cu_seqlens.size(); ++i)
-            if (s.cu_seqlens[i] < s.cu_seqlens[i - 1])
-                bad("cu_seqlens decreases at entry " + std::to_string(i));
-    }
-}
-
 void forward(const Problem& p, const ForwardArgs& a) {
     validate(p);
     if (a.o == nullptr) throw std::invalid_argument("recurrence forward: o is required");
@@ -213,6 +152,10 @@ void forward(const Problem& p, const ForwardArgs& a) {
 //   dS_{t−1} = D_t dSd.
 // G follows the same steps with absolute values, the delta correction again entering with the
 // magnitude of its own terms (|b ⊙ k| (|k|ᵀ|dS|)) without re-amplifying G.
+// The scale of dg adds R_t = Σ_{s≥t} (|q_s| ⊙ s(dq_s) + |k_s| ⊙ s(dk_s) + |b_s ⊙ k_s| ⊙ s(dbk_s))
+// + Σ_v |dht| ⊙ M_T: g enters only through the cumulative decay, and
+// dg_t = Σ_{s≥t} (q_s ⊙ dq_s − k_s ⊙ dk_s + …) is the form every chunked implementation sums
+// (a reverse cumulative sum of dγ), whose terms cancel to the token form's much smaller value.
 void backward(const Problem& p, const BackwardArgs& a) {
     validate(p);
     if (!a.d_o || !a.dq || !a.dk || !a.dv)
@@ -230,7 +173,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
         if (a.dk_scale) a.dk_scale[e] = 0.0;
     }
 
-    std::vector<double> S, M, dS, G, dSd, Gd, du, du_mag, dbk, dbk_mag, S_t, M_t;
+    std::vector<double> S, M, dS, G, dSd, Gd, du, du_mag, dbk, dbk_mag, S_t, M_t, R;
     std::vector<std::vector<double>> S_prev, M_prev;   // inside the current segment
     std::vector<std::vector<double>> S_ckpt, M_ckpt;   // at segment starts
     StepScratch x;
@@ -251,10 +194,12 @@ void backward(const Problem& p, const BackwardArgs& a) {
             }
             dS.assign(KV, 0.0);
             G.assign(KV, 0.0);
+            R.assign(K, 0.0);
             if (a.dht)
                 for (int64_t e = 0; e < KV; ++e) {
                     dS[e] = a.dht[L.state(n, hv) + e];
                     G[e] = std::abs(dS[e]);
+                    R[e / V] += G[e] * M[e];   // M holds M_T here
                 }
             for (int64_t sg = segments - 1; sg >= 0; --sg) {
                 const int64_t t0 = sg * kSegment, t1 = std::min(seq.length, t0 + kSegment);
@@ -293,6 +238,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
                         }
                         a.dq[qk + i] += p.scale * dq;
                         a.dk[qk + i] += dk;
+                        R[i] += std::abs(tk.q[i]) * scale_mag * dq_mag + std::abs(tk.k[i]) * dk_mag;
                         if (a.dq_scale) a.dq_scale[qk + i] += scale_mag * dq_mag;
                         if (a.dk_scale) a.dk_scale[qk + i] += dk_mag;
                     }
@@ -323,6 +269,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
                             if (a.dk_scale) a.dk_scale[qk + i] += std::abs(tk.b) * dbk_mag[i];
                             db += tk.k[i] * dbk[i];
                             db_mag += std::abs(tk.k[i]) * dbk_mag[i];
+                            R[i] += 2.0 * std::abs(tk.b * tk.k[i]) * dbk_mag[i];
                             for (int64_t j = 0; j < V; ++j) {
                                 dSd[i * V + j] -= tk.b * tk.k[i] * du[j];
                                 Gd[i * V + j] += std::abs(tk.b * tk.k[i]) * kdS[j];
@@ -340,6 +287,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
                                 dg += dSd[i * V + j] * x.Sd[i * V + j];
                                 dg_mag += Gd[i * V + j] * x.Md[i * V + j];
                             }
+                            dg_mag += R[i];
                             if (p.member.gate == GateKind::channel) {
                                 const int64_t e = L.head(seq, t, hv) * K + i;
                                 if (a.dg) a.dg[e] = dg;

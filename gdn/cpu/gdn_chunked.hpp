@@ -1,0 +1,59 @@
+// The chunked algorithm of the gated linear recurrence (docs/gdn.md, GDN.md) in float32 on the
+// CPU: the readable reference beside the CUDA kernels, and the positive control the verifier
+// runs for the recurrence contracts. Same layout and conventions as the float64 oracle
+// (gdn/oracle/gdn_oracle.hpp); every array float32, row-major, contiguous; arithmetic and
+// accumulation in float32, sequential in a fixed order, so results are bitwise deterministic.
+//
+// Within a chunk of C = 64 tokens with start state S₀ and cumulative log decay γ:
+//   A_tj = (b_t ⊙ k_t)ᵀ Λ_t Λ_j⁻¹ k_j (j < t),  T = (I + A)⁻¹,
+//   U = T (w ⊙ V),  W = T Λ (b ⊙ K),  Δ = U − W S₀,
+//   O = scale · [(Q ⊙ e^γ) S₀ + tril(P) Δ],  P_tj = q_tᵀ Λ_t Λ_j⁻¹ k_j,
+//   S_next = Λ_C S₀ + (K ⊙ e^{γ_C − γ})ᵀ Δ.
+// Factors Λ_t Λ_j⁻¹ are never formed as e^{+γ}·e^{−γ}: inside a 16-token sub-chunk they are
+// e^{γ_t − γ_j} element by element, across sub-chunks they split at the row sub-chunk's first
+// token a as e^{γ_t − γ_a} · e^{γ_a − γ_j}, both exponents ≤ 0 because g ≤ 0. Each exponent
+// γ_t − γ_j is summed over its own range of g (not taken as a difference of prefix sums, whose
+// rounding grows with the chunk's total decay). A scalar gate is handled as a per-channel gate
+// whose channels are equal.
+#pragma once
+
+#include "../problem.hpp"
+
+namespace kcv::gdn::cpu {
+
+inline constexpr int kChunk = 64;
+inline constexpr int kSubChunk = 16;
+
+struct ForwardArgs {
+    const float* q = nullptr;
+    const float* k = nullptr;
+    const float* v = nullptr;
+    const float* g = nullptr;      // gate kind none: ignored
+    const float* beta = nullptr;   // without the delta term: ignored
+    const float* h0 = nullptr;     // null: zero initial state
+    float* o = nullptr;            // required
+    float* ht = nullptr;           // final state; may be null
+};
+void chunked_forward(const Problem& p, const ForwardArgs& a);
+
+// The adjoint for the loss ⟨do, o⟩ + ⟨dht, ht⟩; dht null means zero. dg, dbeta, dh0 are
+// written where non-null and meaningful for the member.
+struct BackwardArgs {
+    const float* q = nullptr;
+    const float* k = nullptr;
+    const float* v = nullptr;
+    const float* g = nullptr;
+    const float* beta = nullptr;
+    const float* h0 = nullptr;
+    const float* d_o = nullptr;    // required
+    const float* dht = nullptr;
+    float* dq = nullptr;           // required
+    float* dk = nullptr;           // required
+    float* dv = nullptr;           // required
+    float* dg = nullptr;
+    float* dbeta = nullptr;
+    float* dh0 = nullptr;
+};
+void chunked_backward(const Problem& p, const BackwardArgs& a);
+
+}  // namespace kcv::gdn::cpu

@@ -1,0 +1,119 @@
+// Host side of the CUDA recurrence kernels: argument checks, the workspace layout, dispatch to
+// the compile-time specialisations (gate kind × delta × input dtype) and the launch sequences.
+//
+// Build:
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared \
+//        gdn/cuda/gdn_api.cu -o libkcv_gdn_cuda.so
+// (gdn/CMakeLists.txt builds the same library.)
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "gdn_launch.cuh"
+#include "gdn_cuda.h"
+
+namespace kcv::gdn::cuda {
+namespace {
+
+thread_local std::string last_error;
+
+int fail(const std::string& message) {
+    last_error = message;
+    return 1;
+}
+
+std::string check(const kcv_gdn_params& p, bool backward) {
+    if (p.gate < 0 || p.gate > 2) return "gate must be 0, 1 or 2";
+    if (p.delta != 0 && p.delta != 1) return "delta must be 0 or 1";
+    if (p.delta && p.gate == 0) return "the delta term needs a gate";
+    if (p.dtype < 0 || p.dtype > 2) return "dtype must be 0 (float32), 1 (bfloat16) or 2 (float16)";
+    if (p.B < 1 || p.T < 0 || p.H < 1 || p.HV < 1 || p.K < 1 || p.V < 1) return "sizes must be positive";
+    if (p.HV % p.H != 0) return "HV must be a multiple of H";
+    if (p.K > kMaxDim || p.V > kMaxDim) return "K and V must be at most 128";
+    if (p.B * p.T * p.HV * (p.K > p.V ? p.K : p.V) >= (int64_t(1) << 31)) return "tensor too large for 32-bit indexing";
+    if (p.cu_seqlens && (p.B != 1 || p.N < 1)) return "cu_seqlens needs B = 1 and N >= 1";
+    if (!p.q || !p.k || !p.v || (p.gate && !p.g) || (p.delta && !p.beta)) return "missing input";
+    if (!backward && !p.o) return "missing output o";
+    if (backward && (!p.d_o || !p.dq || !p.dk || !p.dv || (p.gate && !p.dg) || (p.delta && !p.dbeta)))
+        return "missing backward operand";
+    return "";
+}
+
+// Launches on the GPU: raises the dynamic shared-memory limit where a kernel needs more than
+// the default 48 KiB, and checks every launch.
+struct DeviceLauncher {
+    cudaStream_t stream;
+
+    template <class Kernel, class... Args>
+    int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
+        if (smem > 48 * 1024) {
+            const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+            if (e != cudaSuccess) return fail(std::string(name) + ": " + cudaGetErrorString(e));
+        }
+        kernel<<<grid, kThreads, smem, stream>>>(args...);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return fail(std::string(name) + " launch: " + cudaGetErrorString(e));
+        return 0;
+    }
+};
+
+template <int GATE, bool DELTA, class TI>
+int run_forward(const kcv_gdn_params& p, cudaStream_t s) {
+    DeviceLauncher launch{s};
+    return forward_sequence<GATE, DELTA, TI>(launch, p);
+}
+
+template <int GATE, bool DELTA, class TI>
+int run_backward(const kcv_gdn_params& p, cudaStream_t s) {
+    DeviceLauncher launch{s};
+    return backward_sequence<GATE, DELTA, TI>(launch, p);
+}
+
+template <class TI>
+int dispatch(const kcv_gdn_params& p, cudaStream_t s, bool backward) {
+    const int member = p.gate * 2 + p.delta;
+    switch (member) {
+        case 0: return backward ? run_backward<0, false, TI>(p, s) : run_forward<0, false, TI>(p, s);
+        case 2: return backward ? run_backward<1, false, TI>(p, s) : run_forward<1, false, TI>(p, s);
+        case 3: return backward ? run_backward<1, true, TI>(p, s) : run_forward<1, true, TI>(p, s);
+        case 4: return backward ? run_backward<2, false, TI>(p, s) : run_forward<2, false, TI>(p, s);
+        case 5: return backward ? run_backward<2, true, TI>(p, s) : run_forward<2, true, TI>(p, s);
+    }
+    return fail("no such member");
+}
+
+int run(const kcv_gdn_params* p, void* stream, bool backward) {
+    if (p == nullptr) return fail("null parameters");
+    const std::string why = check(*p, backward);
+    if (!why.empty()) return fail(why);
+    if (p->workspace_bytes < kcv_gdn_workspace_bytes(p, backward ? 1 : 0))
+        return fail("workspace too small: " + std::to_string(p->workspace_bytes) + " bytes, needs " +
+                    std::to_string(kcv_gdn_workspace_bytes(p, backward ? 1 : 0)));
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    switch (p->dtype) {
+        case 0: return dispatch<float>(*p, s, backward);
+        case 1: return dispatch<__nv_bfloat16>(*p, s, backward);
+        case 2: return dispatch<__half>(*p, s, backward);
+    }
+    return fail("bad dtype");
+}
+
+}  // namespace
+}  // namespace kcv::gdn::cuda
+
+extern "C" {
+
+size_t kcv_gdn_workspace_bytes(const kcv_gdn_params* p, int backward) {
+    using namespace kcv::gdn::cuda;
+    Workspace w{};
+    return layout_workspace(make_dims(*p), backward != 0, p->gate, nullptr, w);
+}
+
+int kcv_gdn_forward(const kcv_gdn_params* p, void* stream) { return kcv::gdn::cuda::run(p, stream, false); }
+
+int kcv_gdn_backward(const kcv_gdn_params* p, void* stream) { return kcv::gdn::cuda::run(p, stream, true); }
+
+const char* kcv_gdn_last_error(void) { return kcv::gdn::cuda::last_error.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,268 @@
+// Shared pieces of the CUDA recurrence kernels: element conversion, where a chunk lives, the
+// workspace layout, and the block-level gated score matrix with sub-chunk anchoring.
+//
+// Every kernel here is the reference ("clear") version of the chunked algorithm: one thread
+// computes one element with a sequential float32 sum in a fixed order, operands staged in
+// shared memory. It mirrors gdn/cpu/gdn_chunked.cpp step by step, so the CPU code reads as its
+// specification.
+#pragma once
+
+#if defined(KCV_GDN_HOST_EMULATION)
+#include "host_emulation.hpp"
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#endif
+
+#include <cstdint>
+
+#include "gdn_cuda.h"
+
+namespace kcv::gdn::cuda {
+
+constexpr int kChunk = 64;      // C
+constexpr int kSub = 16;        // sub-chunk of the per-channel anchoring
+constexpr int kMaxDim = 128;    // K, V limit of the shared-memory tiles
+constexpr int kScanCols = 16;   // value columns per block of the state scans
+constexpr int kThreads = 256;
+
+// The block's dynamic shared memory, as float32.
+#if defined(KCV_GDN_HOST_EMULATION)
+inline float* shared_floats() { return emulation::shared_memory; }
+#else
+__device__ __forceinline__ float* shared_floats() {
+    extern __shared__ float dynamic_shared[];
+    return dynamic_shared;
+}
+#endif
+
+template <class T> __device__ __forceinline__ float to_float(T x);
+template <> __device__ __forceinline__ float to_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
+
+template <class T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+
+// Sizes every kernel needs, from kcv_gdn_params.
+struct Dims {
+    int B, T, H, HV, K, V, N, group;
+    int chunks_per_seq;    // batched layout: ceil(T / C)
+    int slots;             // bound on the number of chunks (grid size)
+    const int64_t* cu;     // varlen offsets or null
+    const int* chunk_offsets;   // varlen: first chunk slot of each sequence, N + 1 entries
+    float scale;
+};
+
+// One chunk of one sequence: tokens [row0, row0 + L) of the flattened B·T token axis.
+struct ChunkPos {
+    int n;        // sequence
+    int j;        // chunk within the sequence
+    int row0;     // first token row
+    int L;        // tokens in the chunk
+    int slot;     // workspace slot
+    bool last;    // the sequence's last chunk
+};
+
+__device__ __forceinline__ bool locate_chunk(const Dims& d, int slot, ChunkPos& c) {
+    if (d.cu == nullptr) {
+        c.n = slot / d.chunks_per_seq;
+        c.j = slot % d.chunks_per_seq;
+        if (c.n >= d.B) return false;
+        c.row0 = c.n * d.T + c.j * kChunk;
+        c.L = min(kChunk, d.T - c.j * kChunk);
+        c.last = c.j == d.chunks_per_seq - 1;
+    } else {
+        if (slot >= d.chunk_offsets[d.N]) return false;
+        int lo = 0, hi = d.N - 1;   // the last n with chunk_offsets[n] <= slot
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (d.chunk_offsets[mid] <= slot) lo = mid;
+            else hi = mid - 1;
+        }
+        c.n = lo;
+        c.j = slot - d.chunk_offsets[lo];
+        const int start = static_cast<int>(d.cu[lo]), end = static_cast<int>(d.cu[lo + 1]);
+        c.row0 = start + c.j * kChunk;
+        c.L = min(kChunk, end - c.row0);
+        c.last = c.j == d.chunk_offsets[lo + 1] - d.chunk_offsets[lo] - 1;
+    }
+    c.slot = slot;
+    return true;
+}
+
+// Tokens and chunk slots of sequence n.
+__device__ __forceinline__ void sequence_extent(const Dims& d, int n, int& row0, int& length, int& first_slot,
+                                                int& chunks) {
+    if (d.cu == nullptr) {
+        row0 = n * d.T;
+        length = d.T;
+        first_slot = n * d.chunks_per_seq;
+        chunks = d.chunks_per_seq;
+    } else {
+        row0 = static_cast<int>(d.cu[n]);
+        length = static_cast<int>(d.cu[n + 1] - d.cu[n]);
+        first_slot = d.chunk_offsets[n];
+        chunks = d.chunk_offsets[n + 1] - d.chunk_offsets[n];
+    }
+}
+
+// Workspace: float32 arrays indexed by (slot, value head). GK is the gate width (K for a
+// per-channel gate, 1 otherwise).
+struct Workspace {
+    float* gamma;     // [slots][HV][C][GK]  inclusive cumulative log decay within the chunk
+    float* P;         // [slots][HV][C][C]   tril(P)
+    float* Tm;        // [slots][HV][C][C]   T = (I + A)⁻¹            (delta)
+    float* W;         // [slots][HV][C][K]   W = T Λ(b ⊙ K)            (delta)
+    float* U;         // [slots][HV][C][V]   U = T (w ⊙ V)             (delta)
+    float* delta;     // [slots][HV][C][V]   Δ
+    float* states;    // [slots][HV][K][V]   chunk-start states
+    // backward
+    float* dstates;   // [slots][HV][K][V]   gradient of the state after each chunk
+    float* ddelta;    // [slots][HV][C][V]   dΔ
+    float* scratch;   // [slots][HV][kScratch][C][K]
+    float* dq_heads;  // [B*T][HV][K]        dq, dk per value head before the group sum
+    float* dk_heads;
+    int* chunk_offsets;   // [N + 1]
+};
+constexpr int kScratch = 6;   // dq̃, dk̃, dW, dR̃, dq, dk (see gdn_backward.cu)
+
+inline size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
+
+// Lays the workspace out from `base` (null: only counts); returns the bytes used.
+inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* base, Workspace& w) {
+    size_t off = 0;
+    auto take = [&](size_t floats) {
+        float* p = base ? reinterpret_cast<float*>(static_cast<char*>(base) + off) : nullptr;
+        off += align_up(floats * sizeof(float));
+        return p;
+    };
+    const size_t sh = size_t(d.slots) * d.HV;
+    const size_t GK = gate == 2 ? d.K : 1;
+    w.gamma = take(sh * kChunk * GK);
+    w.P = take(sh * kChunk * kChunk);
+    w.Tm = take(sh * kChunk * kChunk);
+    w.W = take(sh * kChunk * d.K);
+    w.U = take(sh * kChunk * d.V);
+    w.delta = take(sh * kChunk * d.V);
+    w.states = take(sh * size_t(d.K) * d.V);
+    if (backward) {
+        w.dstates = take(sh * size_t(d.K) * d.V);
+        w.ddelta = take(sh * kChunk * d.V);
+        w.scratch = take(sh * kScratch * kChunk * d.K);
+        w.dq_heads = take(size_t(d.B) * d.T * d.HV * d.K);
+        w.dk_heads = take(size_t(d.B) * d.T * d.HV * d.K);
+    } else {
+        w.dstates = w.ddelta = w.scratch = w.dq_heads = w.dk_heads = nullptr;
+    }
+    float* offsets = take(size_t(d.N) + 1);
+    w.chunk_offsets = reinterpret_cast<int*>(offsets);
+    return off;
+}
+
+// Gated scores, the block-level form of gated_scores() in gdn/cpu/gdn_chunked.cpp:
+//   M_tj = Σ_i x_ti k_ji e^{γ_ti − γ_ji} for j ≤ t (j < t when strict), t, j < L; zero elsewhere.
+// x, k are C×K tiles and gam the C×GK cumulative decay, all in shared memory; M is C×C (shared
+// or global). A scalar gate factors out of the sum; a per-channel gate splits across
+// sub-chunks at the row sub-chunk's first token a, e^{γ_t − γ_a}·e^{γ_a − γ_j}, with both
+// factors staged in xa and ka (C×K shared scratch), so no exponent is positive.
+template <int GATE>
+__device__ void gated_scores(const float* x, const float* k, const float* gam, int L, int K, bool strict, float* M,
+                             float* xa, float* ka) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    if constexpr (GATE != 2) {
+        for (int e = tid; e < kChunk * kChunk; e += nt) {
+            const int t = e / kChunk, j = e % kChunk;
+            float out = 0.0f;
+            if (t < L && j < L && (strict ? j < t : j <= t)) {
+                float acc = 0.0f;
+                for (int i = 0; i < K; ++i) acc += x[t * K + i] * k[j * K + i];
+                out = GATE == 1 ? acc * expf(gam[t] - gam[j]) : acc;
+            }
+            M[e] = out;
+        }
+        __syncthreads();
+    } else {
+        for (int e = tid; e < kChunk * kChunk; e += nt) M[e] = 0.0f;
+        __syncthreads();
+        for (int a = 0; a < L; a += kSub) {
+            const int end = min(L, a + kSub);
+            for (int e = tid; e < (end - a) * K; e += nt) {
+                const int t = a + e / K, i = e % K;
+                xa[t * K + i] = x[t * K + i] * expf(gam[t * K + i] - gam[a * K + i]);
+            }
+            for (int e = tid; e < a * K; e += nt) {
+                const int j = e / K, i = e % K;
+                ka[j * K + i] = k[j * K + i] * expf(gam[a * K + i] - gam[j * K + i]);
+            }
+            __syncthreads();
+            for (int e = tid; e < (end - a) * kChunk; e += nt) {
+                const int t = a + e / kChunk, j = e % kChunk;
+                if (j < a) {
+                    float acc = 0.0f;
+                    for (int i = 0; i < K; ++i) acc += xa[t * K + i] * ka[j * K + i];
+                    M[t * kChunk + j] = acc;
+                } else if (strict ? j < t : j <= t) {
+                    float acc = 0.0f;
+                    for (int i = 0; i < K; ++i) acc += x[t * K + i] * k[j * K + i] * expf(gam[t * K + i] - gam[j * K + i]);
+                    M[t * kChunk + j] = acc;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// Its adjoint: given dM on the same support (C×C, shared), writes the gradients of x and k into
+// gx, gk (C×K) and adds x ⊙ gx − k ⊙ gk to dgam (the anchor's contributions cancel; for a
+// scalar gate summed over channels into dgam[t]). Gradients of rows ≥ L are zero.
+template <int GATE>
+__device__ void gated_scores_backward(const float* dM, const float* x, const float* k, const float* gam, int L, int K,
+                                      bool strict, float* gx, float* gk, float* dgam) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    auto factor = [&](int t, int j, int i) {
+        if (GATE == 0) return 1.0f;
+        if (GATE == 1) return expf(gam[t] - gam[j]);
+        // Per channel: the anchored split where the forward used it.
+        const int a = (t / kSub) * kSub;
+        if (j < a) return expf(gam[t * K + i] - gam[a * K + i]) * expf(gam[a * K + i] - gam[j * K + i]);
+        return expf(gam[t * K + i] - gam[j * K + i]);
+    };
+    for (int e = tid; e < kChunk * K; e += nt) {
+        const int t = e / K, i = e % K;
+        float accx = 0.0f, acck = 0.0f;
+        if (t < L) {
+            // gx_t = Σ_j dM_tj k_j ⊙ factor(t, j); gk_t = Σ_s dM_st x_s ⊙ factor(s, t)
+            for (int j = 0; j < (strict ? t : t + 1); ++j) accx += dM[t * kChunk + j] * k[j * K + i] * factor(t, j, i);
+            for (int s = strict ? t + 1 : t; s < L; ++s) acck += dM[s * kChunk + t] * x[s * K + i] * factor(s, t, i);
+        }
+        gx[e] = accx;
+        gk[e] = acck;
+    }
+    __syncthreads();
+    if (GATE == 2) {
+        for (int e = tid; e < L * K; e += nt) dgam[e] += x[e] * gx[e] - k[e] * gk[e];
+    } else if (GATE == 1) {
+        for (int t = tid; t < L; t += nt) {
+            float acc = 0.0f;
+            for (int i = 0; i < K; ++i) acc += x[t * K + i] * gx[t * K + i] - k[t * K + i] * gk[t * K + i];
+            dgam[t] += acc;
+        }
+    }
+    __syncthreads();
+}
+
+// Loads rows [row0, row0 + L) of a [rows][heads][D] tensor at head `head` into a C×D float
+// tile, zero past L.
+template <class T>
+__device__ void load_tile(const T* src, int row0, int L, int heads, int head, int D, float* dst) {
+    for (int e = threadIdx.x; e < kChunk * D; e += blockDim.x) {
+        const int t = e / D, i = e % D;
+        dst[e] = t < L ? to_float(src[(size_t(row0 + t) * heads + head) * D + i]) : 0.0f;
+    }
+}
+
+}  // namespace kcv::gdn::cuda

@@ -1,0 +1,67 @@
+/* gdn_cuda.h — host interface of the CUDA recurrence kernels (sm_90a).
+ *
+ * Plain C so that Python (ctypes), C++ and any FFI can call it. The caller owns every buffer,
+ * the workspace included (kcv_gdn_workspace_bytes says how much), so a call allocates nothing
+ * and never synchronises the host with the device: with cu_seqlens the chunk layout is computed
+ * on the device. Every launch goes to `stream`. Results are bitwise deterministic: no atomics,
+ * every sum in a fixed order.
+ *
+ * Layout (contiguous, row-major), as the float64 oracle (gdn/oracle/gdn_oracle.hpp):
+ *   q, k, dq, dk [B,T,H,K]; v, o, do, dv [B,T,HV,V] (HV a multiple of H);
+ *   g, dg: gate 1 [B,T,HV], gate 2 [B,T,HV,K], float32 log decay (<= 0);
+ *   beta, dbeta [B,T,HV]; h0, ht, dht, dh0 [N,HV,K,V] float32.
+ * dtype (0 float32, 1 bfloat16, 2 float16) applies to q, k, v, beta, do, o, dq, dk, dv, dbeta.
+ * Limits: K, V <= 128 (shared-memory tiles), any T, B; with cu_seqlens B = 1.
+ */
+#ifndef KCV_GDN_CUDA_H
+#define KCV_GDN_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kcv_gdn_params {
+    int32_t gate;    /* 0 none, 1 scalar per head, 2 per channel */
+    int32_t delta;   /* 1: the delta term with beta */
+    int32_t dtype;   /* 0 float32, 1 bfloat16, 2 float16 */
+    int64_t B, T, H, HV, K, V;
+    int64_t N;                     /* sequences: B, or len(cu_seqlens) - 1 */
+    const int64_t* cu_seqlens;     /* device pointer, N + 1 offsets, or NULL */
+    float scale;
+    /* forward */
+    const void* q;
+    const void* k;
+    const void* v;
+    const float* g;
+    const void* beta;
+    const float* h0;               /* NULL: zero initial state */
+    void* o;
+    float* ht;                     /* NULL: final state not written */
+    /* backward (the forward inputs too) */
+    const void* d_o;
+    const float* dht;              /* NULL: zero */
+    void* dq;
+    void* dk;
+    void* dv;
+    float* dg;
+    void* dbeta;
+    float* dh0;                    /* NULL: not written */
+    /* scratch, device memory of at least kcv_gdn_workspace_bytes */
+    void* workspace;
+    size_t workspace_bytes;
+} kcv_gdn_params;
+
+size_t kcv_gdn_workspace_bytes(const kcv_gdn_params* p, int backward);
+/* 0 on success; otherwise kcv_gdn_last_error() says why (bad arguments or a failed launch). */
+int kcv_gdn_forward(const kcv_gdn_params* p, void* stream);
+int kcv_gdn_backward(const kcv_gdn_params* p, void* stream);
+const char* kcv_gdn_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KCV_GDN_CUDA_H */

@@ -1,0 +1,237 @@
+// Chunked forward of the gated linear recurrence on sm_90a, reference version (version 1).
+//
+// Build (through gdn_api.cu, which holds the launches):
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c gdn/cuda/gdn_api.cu
+//
+// Computes, per (sequence, value head) and chunk of C = 64 tokens (gdn/cpu/gdn_chunked.hpp has
+// the algebra): γ, tril(P), and for the delta members A, T = (I + A)⁻¹, W = T Λ(b ⊙ K),
+// U = T (w ⊙ V) [prepare_chunks, one block per chunk and value head, all chunks in parallel];
+// the state scan S_next = Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ with Δ = U − W S, sequential over the
+// chunks of a sequence and parallel over 16-column slices of V [state_scan]; and the outputs
+// O = scale·[(Q ⊙ e^γ) S + tril(P) Δ] [chunk_output, all chunks in parallel].
+// Layout: gdn_cuda.h. Limits: K, V <= 128. Every element is one thread's sequential float32
+// sum in a fixed order, so results are bitwise reproducible; no atomics. Scalar FMA tiles, not
+// yet tensor cores (wgmma) or TMA.
+#pragma once
+
+#include "gdn_common.cuh"
+
+namespace kcv::gdn::cuda {
+
+struct ForwardArgs {
+    const void* q;
+    const void* k;
+    const void* v;
+    const float* g;
+    const void* beta;
+    const float* h0;
+    void* o;
+    float* ht;
+};
+
+__global__ void chunk_offsets_kernel(const int64_t* cu, int N, int* offsets) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    int acc = 0;
+    offsets[0] = 0;
+    for (int n = 0; n < N; ++n) {
+        const int len = static_cast<int>(cu[n + 1] - cu[n]);
+        acc += (len + kChunk - 1) / kChunk;
+        offsets[n + 1] = acc;
+    }
+}
+
+// Cumulative log decay of one chunk into gam (C×GK, zero past L).
+template <int GATE>
+__device__ void chunk_gamma(const float* g, const ChunkPos& c, int HV, int hv, int K, float* gam) {
+    if (GATE == 0) return;
+    const int GK = GATE == 2 ? K : 1;
+    for (int i = threadIdx.x; i < GK; i += blockDim.x) {
+        float run = 0.0f;
+        for (int t = 0; t < kChunk; ++t) {
+            if (t < c.L) run += g[(size_t(c.row0 + t) * HV + hv) * GK + i];
+            gam[t * GK + i] = t < c.L ? run : 0.0f;
+        }
+    }
+    __syncthreads();
+}
+
+template <int GATE>
+__device__ __forceinline__ float gamma_at(const float* gam, int t, int i, int K) {
+    if (GATE == 0) return 0.0f;
+    if (GATE == 1) return gam[t];
+    return gam[t * K + i];
+}
+
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, ForwardArgs a) {
+    ChunkPos c;
+    if (!locate_chunk(d, blockIdx.x, c)) return;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int GK = GATE == 2 ? K : 1;
+    float* const smem = shared_floats();
+    float* q_s = smem;                        // C×K
+    float* k_s = q_s + kChunk * K;            // C×K
+    float* gam_s = k_s + kChunk * K;          // C×GK
+    float* xa_s = gam_s + kChunk * GK;        // C×K (per-channel gate)
+    float* ka_s = xa_s + kChunk * K;          // C×K (per-channel gate)
+    float* A_s = ka_s + kChunk * K;           // C×C
+    float* T_s = A_s + kChunk * kChunk;       // C×C
+    const size_t sh = size_t(c.slot) * d.HV + hv;
+
+    load_tile(static_cast<const TI*>(a.q), c.row0, c.L, d.H, h, K, q_s);
+    load_tile(static_cast<const TI*>(a.k), c.row0, c.L, d.H, h, K, k_s);
+    chunk_gamma<GATE>(a.g, c, d.HV, hv, K, gam_s);
+    __syncthreads();
+    if (GATE != 0)
+        for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
+    gated_scores<GATE>(q_s, k_s, gam_s, c.L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s);
+    if (!DELTA) return;
+
+    const TI* beta = static_cast<const TI*>(a.beta);
+    auto beta_at = [&](int t) { return to_float(beta[size_t(c.row0 + t) * d.HV + hv]); };
+    // A_tj = β_t · (k_t, k_j gated), strictly lower.
+    gated_scores<GATE>(k_s, k_s, gam_s, c.L, K, true, A_s, xa_s, ka_s);
+    for (int e = tid; e < c.L * kChunk; e += nt) A_s[e] *= beta_at(e / kChunk);
+    __syncthreads();
+    // T = (I + A)⁻¹ by forward substitution: row t of T is e_t − Σ_{j<t} A_tj T_j.
+    for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = 0.0f;
+    __syncthreads();
+    for (int t = 0; t < c.L; ++t) {
+        for (int col = tid; col <= t; col += nt) {
+            float acc = 0.0f;
+            for (int j = col; j < t; ++j) acc += A_s[t * kChunk + j] * T_s[j * kChunk + col];
+            T_s[t * kChunk + col] = col == t ? 1.0f : -acc;
+        }
+        __syncthreads();
+    }
+    for (int e = tid; e < kChunk * kChunk; e += nt) w.Tm[sh * kChunk * kChunk + e] = T_s[e];
+    // W = T Λ(β ⊙ K) and U = T (β ⊙ V), reading T only on its lower triangle.
+    for (int e = tid; e < kChunk * K; e += nt) {
+        const int t = e / K, i = e % K;
+        float acc = 0.0f;
+        for (int j = 0; j <= t && t < c.L; ++j)
+            acc += T_s[t * kChunk + j] * (expf(gamma_at<GATE>(gam_s, j, i, K)) * (beta_at(j) * k_s[j * K + i]));
+        w.W[sh * kChunk * K + e] = acc;
+    }
+    const TI* v = static_cast<const TI*>(a.v);
+    for (int e = tid; e < kChunk * V; e += nt) {
+        const int t = e / V, j = e % V;
+        float acc = 0.0f;
+        for (int s = 0; s <= t && t < c.L; ++s)
+            acc += T_s[t * kChunk + s] * (beta_at(s) * to_float(v[(size_t(c.row0 + s) * d.HV + hv) * V + j]));
+        w.U[sh * kChunk * V + e] = acc;
+    }
+}
+
+inline size_t prepare_smem_bytes(int K, int gate) {
+    const int GK = gate == 2 ? K : 1;
+    return sizeof(float) * (size_t(kChunk) * K * 4 + size_t(kChunk) * GK + 2 * kChunk * kChunk);
+}
+
+// The state scan over the chunks of one sequence, for one value head and a slice of 16 value
+// columns (the recurrence acts on value columns independently).
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, ForwardArgs a) {
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+    const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    float* const smem = shared_floats();
+    float* S_s = smem;                       // K×16
+    float* W_s = S_s + K * kScanCols;        // C×K
+    float* kt_s = W_s + kChunk * K;          // C×K
+    float* D_s = kt_s + kChunk * K;          // C×16
+    float* dec_s = D_s + kChunk * kScanCols; // K
+    int row0, length, first_slot, chunks;
+    sequence_extent(d, n, row0, length, first_slot, chunks);
+
+    for (int e = tid; e < K * kScanCols; e += nt) {
+        const int i = e / kScanCols, col = e % kScanCols;
+        S_s[e] = (a.h0 && col < VS) ? a.h0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
+    }
+    __syncthreads();
+    const TI* k = static_cast<const TI*>(a.k);
+    const TI* v = static_cast<const TI*>(a.v);
+    for (int jc = 0; jc < chunks; ++jc) {
+        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
+        const size_t sh = size_t(slot) * d.HV + hv;
+        const float* gam = w.gamma + sh * kChunk * GK;
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            w.states[(sh * K + i) * V + v0 + col] = S_s[i * kScanCols + col];
+        }
+        for (int e = tid; e < kChunk * K; e += nt) {
+            const int t = e / K, i = e % K;
+            kt_s[e] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) *
+                                  expf(gamma_at<GATE>(gam, L - 1, i, K) - gamma_at<GATE>(gam, t, i, K))
+                            : 0.0f;
+            if (DELTA) W_s[e] = w.W[sh * kChunk * K + e];
+        }
+        for (int i = tid; i < K; i += nt) dec_s[i] = expf(gamma_at<GATE>(gam, L - 1, i, K));
+        __syncthreads();
+        // Δ = U − W S (delta members) or V.
+        for (int e = tid; e < L * VS; e += nt) {
+            const int t = e / VS, col = e % VS;
+            float out;
+            if (DELTA) {
+                float acc = 0.0f;
+                for (int i = 0; i < K; ++i) acc += W_s[t * K + i] * S_s[i * kScanCols + col];
+                out = w.U[(sh * kChunk + t) * V + v0 + col] - acc;
+            } else {
+                out = to_float(v[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]);
+            }
+            D_s[t * kScanCols + col] = out;
+            w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+        }
+        __syncthreads();
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            float acc = 0.0f;
+            for (int t = 0; t < L; ++t) acc += kt_s[t * K + i] * D_s[t * kScanCols + col];
+            S_s[i * kScanCols + col] = dec_s[i] * S_s[i * kScanCols + col] + acc;
+        }
+        __syncthreads();
+    }
+    if (a.ht)
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            a.ht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = S_s[i * kScanCols + col];
+        }
+}
+
+inline size_t scan_smem_bytes(int K) {
+    return sizeof(float) * (size_t(K) * kScanCols + 2 * size_t(kChunk) * K + kChunk * kScanCols + K);
+}
+
+template <int GATE, class TI>
+__global__ void __launch_bounds__(kThreads) chunk_output(Dims d, Workspace w, ForwardArgs a) {
+    ChunkPos c;
+    if (!locate_chunk(d, blockIdx.x, c)) return;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int GK = GATE == 2 ? K : 1;
+    float* const smem = shared_floats();
+    float* qt_s = smem;                  // C×K: Q ⊙ e^γ
+    float* P_s = qt_s + kChunk * K;      // C×C
+    const size_t sh = size_t(c.slot) * d.HV + hv;
+    const float* gam = w.gamma + sh * kChunk * GK;
+    const TI* q = static_cast<const TI*>(a.q);
+    for (int e = tid; e < kChunk * K; e += nt) {
+        const int t = e / K, i = e % K;
+        qt_s[e] = t < c.L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * expf(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
+    }
+    for (int e = tid; e < kChunk * kChunk; e += nt) P_s[e] = w.P[sh * kChunk * kChunk + e];
+    __syncthreads();
+    const float* S0 = w.states + sh * K * V;
+    const float* D = w.delta + sh * kChunk * V;
+    TI* o = static_cast<TI*>(a.o);
+    for (int e = tid; e < c.L * V; e += nt) {
+        const int t = e / V, j = e % V;
+        float inter = 0.0f, intra = 0.0f;
+        for (int i = 0; i < K; ++i) inter += qt_s[t * K + i] * S0[i * V + j];
+        for (int s = 0; s <= t; ++s) intra += P_s[t * kChunk + s] * D[s * V + j];
+        o[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(d.scale * (inter + intra));
+    }
+}
+
+inline size_t output_smem_bytes(int K) { return sizeof(float) * (size_t(kChunk) * K + kChunk * kChunk); }
+
+}  // namespace kcv::gdn::cuda

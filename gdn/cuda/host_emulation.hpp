@@ -1,0 +1,84 @@
+// Runs the CUDA kernels of this folder on the host: each block's threads become std::threads
+// meeting at a std::barrier for __syncthreads, blocks run one after another, dynamic shared
+// memory is one host array. Only the float32 specialisations are meant to run here. It lets a
+// machine without a GPU execute the kernels' own indexing, masking and synchronisation against
+// the oracle (tests/cpp/test_gdn_cuda_emulated.cpp); it says nothing about speed.
+#pragma once
+
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// 16-bit float types, declared so that the templates name them; never instantiated here.
+struct __nv_bfloat16 {
+    uint16_t bits;
+};
+struct __half {
+    uint16_t bits;
+};
+float __bfloat162float(__nv_bfloat16);
+float __half2float(__half);
+__nv_bfloat16 __float2bfloat16_rn(float);
+__half __float2half_rn(float);
+
+using std::min;
+using std::max;
+
+namespace kcv::gdn::cuda::emulation {
+
+inline thread_local dim3 thread_index, block_index;
+inline dim3 block_dim, grid_dim;
+inline std::barrier<>* block_barrier = nullptr;
+// 228 KiB, the most a Hopper block may have.
+alignas(16) inline float shared_memory[228 * 1024 / sizeof(float)];
+
+// Runs kernel(args...) over the grid, blocks in order, each block's threads concurrently.
+template <class Kernel, class... Args>
+void launch(Kernel kernel, dim3 grid, unsigned threads, Args... args) {
+    grid_dim = grid;
+    block_dim = dim3(threads);
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                std::memset(shared_memory, 0xFF, sizeof shared_memory);   // NaN: unwritten reads show
+                std::barrier<> bar(threads);
+                block_barrier = &bar;
+                std::vector<std::thread> pool;
+                pool.reserve(threads);
+                for (unsigned t = 0; t < threads; ++t)
+                    pool.emplace_back([&, t] {
+                        thread_index = dim3(t);
+                        block_index = dim3(bx, by, bz);
+                        kernel(args...);
+                        // A thread that returns early must keep releasing the barrier.
+                        bar.arrive_and_drop();
+                    });
+                for (auto& th : pool) th.join();
+            }
+}
+
+}  // namespace kcv::gdn::cuda::emulation
+
+#define threadIdx (::kcv::gdn::cuda::emulation::thread_index)
+#define blockIdx (::kcv::gdn::cuda::emulation::block_index)
+#define blockDim (::kcv::gdn::cuda::emulation::block_dim)
+#define gridDim (::kcv::gdn::cuda::emulation::grid_dim)
+#define __syncthreads() (::kcv::gdn::cuda::emulation::block_barrier->arrive_and_wait())

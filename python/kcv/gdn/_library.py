@@ -1,0 +1,128 @@
+"""ctypes binding of the CUDA kernels' C interface (gdn/cuda/gdn_cuda.h).
+
+The library is found at $KCV_GDN_CUDA_LIB, next to the installed package (kcv/lib/), or in a
+build tree of the repository (build*/out/lib/). Only this module and ops.py touch it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+_LIB_NAME = "libkcv_gdn_cuda.so"
+
+
+class Params(ctypes.Structure):
+    """kcv_gdn_params, field for field."""
+
+    _fields_ = [
+        ("gate", ctypes.c_int32),
+        ("delta", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("B", ctypes.c_int64),
+        ("T", ctypes.c_int64),
+        ("H", ctypes.c_int64),
+        ("HV", ctypes.c_int64),
+        ("K", ctypes.c_int64),
+        ("V", ctypes.c_int64),
+        ("N", ctypes.c_int64),
+        ("cu_seqlens", ctypes.c_void_p),
+        ("scale", ctypes.c_float),
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("g", ctypes.c_void_p),
+        ("beta", ctypes.c_void_p),
+        ("h0", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("ht", ctypes.c_void_p),
+        ("d_o", ctypes.c_void_p),
+        ("dht", ctypes.c_void_p),
+        ("dq", ctypes.c_void_p),
+        ("dk", ctypes.c_void_p),
+        ("dv", ctypes.c_void_p),
+        ("dg", ctypes.c_void_p),
+        ("dbeta", ctypes.c_void_p),
+        ("dh0", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+_DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+_lib: Optional[ctypes.CDLL] = None
+
+
+def _candidates() -> list[Path]:
+    here = Path(__file__).resolve()
+    found = []
+    if os.environ.get("KCV_GDN_CUDA_LIB"):
+        found.append(Path(os.environ["KCV_GDN_CUDA_LIB"]))
+    found.append(here.parent.parent / "lib" / _LIB_NAME)
+    repo = here.parents[3]
+    found.extend(sorted(repo.glob(f"build*/out/lib/{_LIB_NAME}")))
+    return found
+
+
+def library() -> ctypes.CDLL:
+    """The loaded CUDA library; raises RuntimeError naming the places searched."""
+    global _lib
+    if _lib is None:
+        tried = _candidates()
+        for path in tried:
+            if path.is_file():
+                lib = ctypes.CDLL(str(path))
+                lib.kcv_gdn_workspace_bytes.restype = ctypes.c_size_t
+                lib.kcv_gdn_workspace_bytes.argtypes = [ctypes.POINTER(Params), ctypes.c_int]
+                lib.kcv_gdn_forward.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p]
+                lib.kcv_gdn_backward.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p]
+                lib.kcv_gdn_last_error.restype = ctypes.c_char_p
+                _lib = lib
+                break
+        else:
+            raise RuntimeError(
+                f"{_LIB_NAME} not found (searched: {', '.join(str(p) for p in tried)}); build the project with "
+                "KCV_CUDA=ON or set KCV_GDN_CUDA_LIB"
+            )
+    return _lib
+
+
+def available() -> bool:
+    try:
+        library()
+        return True
+    except (RuntimeError, OSError):
+        return False
+
+
+def _ptr(t: Optional[torch.Tensor]) -> Optional[int]:
+    return None if t is None or t.numel() == 0 else t.data_ptr()
+
+
+def make_params(q, k, v, g, beta, h0, cu_seqlens, gate: int, delta: bool, scale: float) -> Params:
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    p = Params()
+    p.gate, p.delta, p.dtype = gate, int(delta), _DTYPES[q.dtype]
+    p.B, p.T, p.H, p.HV, p.K, p.V = B, T, H, HV, K, V
+    p.N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
+    p.cu_seqlens = _ptr(cu_seqlens)
+    p.scale = scale
+    p.q, p.k, p.v, p.g, p.beta, p.h0 = _ptr(q), _ptr(k), _ptr(v), _ptr(g), _ptr(beta), _ptr(h0)
+    return p
+
+
+def run(p: Params, backward: bool, device: torch.device) -> None:
+    """Allocates the workspace on `device` and runs on the current stream."""
+    lib = library()
+    nbytes = lib.kcv_gdn_workspace_bytes(ctypes.byref(p), int(backward))
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    p.workspace, p.workspace_bytes = workspace.data_ptr(), nbytes
+    stream = torch.cuda.current_stream(device).cuda_stream
+    status = (lib.kcv_gdn_backward if backward else lib.kcv_gdn_forward)(ctypes.byref(p), ctypes.c_void_p(stream))
+    if status != 0:
+        raise RuntimeError(f"kcv gdn {'backward' if backward else 'forward'}: {lib.kcv_gdn_last_error().decode()}")

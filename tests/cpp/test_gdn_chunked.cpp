@@ -1,0 +1,232 @@
+// The float32 chunked recurrence against the float64 oracle under the analytic error model of
+// the recurrence contracts (scan over T): τ = c·u·√K_i·s + u·|y*| + ulp(min normal), c = 4,
+// u = 2^-24, K_i = T·K or T·V. Members × odd lengths, partial last chunks, varlen with tiny and long sequences,
+// zero and strong decay, initial state and final-state gradient, grouped heads. Plus bitwise
+// determinism and exact cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cstring>
+
+// The chunked implementation is not part of libkcv (the oracle is), so it is compiled here.
+#include "../../gdn/cpu/gdn_chunked.cpp"
+#include "../../gdn/oracle/gdn_oracle.hpp"
+
+namespace {
+
+using kcv::gdn::GateKind;
+using kcv::gdn::Member;
+using kcv::gdn::Problem;
+using kcv::gdn::Shape;
+
+struct Case {
+    std::string name;
+    Member member;
+    Shape shape;
+    bool h0 = true, dht = true;
+    double g_lo = -1.0, g_hi = 0.0;   // log decay drawn from U(g_lo, g_hi)
+};
+
+struct Inputs {
+    std::vector<float> q, k, v, g, beta, h0, d_o, dht;
+};
+
+Inputs draw(const Problem& p, const Case& c, uint32_t seed) {
+    const Shape& s = p.shape;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> n01(0.0, 1.0);
+    std::uniform_real_distribution<double> u01(0.0, 1.0);
+    const double key_std = 1.0 / std::sqrt(double(s.K));
+    Inputs in;
+    auto fill = [&](std::vector<float>& x, int64_t n, auto gen) {
+        x.resize(n);
+        for (auto& e : x) e = static_cast<float>(gen());
+    };
+    fill(in.q, s.qk_size(), [&] { return n01(rng); });
+    fill(in.k, s.qk_size(), [&] { return key_std * n01(rng); });
+    fill(in.v, s.v_size(), [&] { return n01(rng); });
+    fill(in.g, s.g_size(p.member.gate), [&] { return c.g_lo + (c.g_hi - c.g_lo) * u01(rng); });
+    fill(in.beta, s.beta_size(), [&] { return u01(rng); });
+    fill(in.h0, s.state_size(), [&] { return n01(rng); });
+    fill(in.d_o, s.v_size(), [&] { return n01(rng); });
+    fill(in.dht, s.state_size(), [&] { return n01(rng); });
+    return in;
+}
+
+std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+// The largest ratio |y − y*| / τ over an output.
+double ratio(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<double>& s, double K) {
+    const double u = 0x1p-24, c = 4.0, tiny = std::numeric_limits<float>::min() * 0x1p-23;
+    double r = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        const double tau = c * u * std::sqrt(K) * s[i] + u * std::abs(ref[i]) + tiny;
+        const double e = std::abs(double(y[i]) - ref[i]) / tau;
+        if (std::isnan(e)) return std::numeric_limits<double>::quiet_NaN();
+        r = std::max(r, e);
+    }
+    return r;
+}
+
+struct Ratios {
+    std::vector<std::pair<std::string, double>> r;
+    double max() const {
+        double m = 0;
+        for (auto& [n, v] : r) m = std::isnan(v) ? v : std::max(m, v);
+        return m;
+    }
+    std::string str() const {
+        std::string out;
+        for (auto& [n, v] : r) out += n + "=" + std::to_string(v) + " ";
+        return out;
+    }
+};
+
+Ratios run_case(const Case& c, uint32_t seed) {
+    Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
+    const Shape& s = p.shape;
+    const Inputs in = draw(p, c, seed);
+    const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
+               h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);
+    // Reference.
+    std::vector<double> o(s.v_size()), os(s.v_size()), ht(s.state_size()), hts(s.state_size());
+    kcv::gdn::ForwardArgs fa{q.data(), k.data(), v.data(), g.data(), beta.data(), c.h0 ? h0.data() : nullptr,
+                             o.data(), ht.data(), os.data(), hts.data()};
+    kcv::gdn::forward(p, fa);
+    std::vector<double> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dg(s.g_size(p.member.gate)),
+        dbeta(s.beta_size()), dh0(s.state_size());
+    std::vector<double> dqs = dq, dks = dk, dvs = dv, dgs = dg, dbetas = dbeta, dh0s = dh0;
+    kcv::gdn::BackwardArgs ba;
+    ba.q = q.data(); ba.k = k.data(); ba.v = v.data(); ba.g = g.data(); ba.beta = beta.data();
+    ba.h0 = c.h0 ? h0.data() : nullptr; ba.d_o = d_o.data(); ba.dht = c.dht ? dht.data() : nullptr;
+    ba.dq = dq.data(); ba.dk = dk.data(); ba.dv = dv.data(); ba.dg = dg.data(); ba.dbeta = dbeta.data();
+    ba.dh0 = dh0.data(); ba.dq_scale = dqs.data(); ba.dk_scale = dks.data(); ba.dv_scale = dvs.data();
+    ba.dg_scale = dgs.data(); ba.dbeta_scale = dbetas.data(); ba.dh0_scale = dh0s.data();
+    kcv::gdn::backward(p, ba);
+    // Chunked float32, outputs poisoned with NaN so an unwritten element fails.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> fo(s.v_size(), nan), fht(s.state_size(), nan);
+    kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                       c.h0 ? in.h0.data() : nullptr, fo.data(), fht.data()});
+    std::vector<float> fdq(s.qk_size(), nan), fdk(s.qk_size(), nan), fdv(s.v_size(), nan),
+        fdg(s.g_size(p.member.gate), nan), fdbeta(s.beta_size(), nan), fdh0(s.state_size(), nan);
+    kcv::gdn::cpu::BackwardArgs cb;
+    cb.q = in.q.data(); cb.k = in.k.data(); cb.v = in.v.data(); cb.g = in.g.data(); cb.beta = in.beta.data();
+    cb.h0 = c.h0 ? in.h0.data() : nullptr; cb.d_o = in.d_o.data(); cb.dht = c.dht ? in.dht.data() : nullptr;
+    cb.dq = fdq.data(); cb.dk = fdk.data(); cb.dv = fdv.data(); cb.dg = fdg.data(); cb.dbeta = fdbeta.data();
+    cb.dh0 = fdh0.data();
+    kcv::gdn::cpu::chunked_backward(p, cb);
+
+    // Accumulation lengths as the contracts declare them: an output sums T·K products (o, ht,
+    // dv, dg, dbeta, dh0) or T·V products (dq, dk).
+    const double TK = double(s.T * s.K), TV = double(s.T * s.V);
+    Ratios r;
+    r.r.push_back({"o", ratio(fo, o, os, TK)});
+    r.r.push_back({"ht", ratio(fht, ht, hts, TK)});
+    r.r.push_back({"dq", ratio(fdq, dq, dqs, TV)});
+    r.r.push_back({"dk", ratio(fdk, dk, dks, TV)});
+    r.r.push_back({"dv", ratio(fdv, dv, dvs, TK)});
+    if (p.member.gate != GateKind::none) r.r.push_back({"dg", ratio(fdg, dg, dgs, TK)});
+    if (p.member.delta) r.r.push_back({"dbeta", ratio(fdbeta, dbeta, dbetas, TK)});
+    r.r.push_back({"dh0", ratio(fdh0, dh0, dh0s, TK)});
+    return r;
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (Member m : kcv::gdn::all_members()) {
+        const std::string n = kcv::gdn::member_name(m);
+        out.push_back({n + "/contract-shape", m, Shape{1, 130, 2, 4, 32, 32, {}}});
+        out.push_back({n + "/batched-no-state", m, Shape{2, 65, 1, 2, 16, 8, {}}, false, false});
+        out.push_back({n + "/varlen", m, Shape{1, 200, 1, 2, 16, 16, {0, 1, 2, 66, 130, 200}}});
+        out.push_back({n + "/one-token", m, Shape{1, 1, 1, 1, 8, 8, {}}});
+        out.push_back({n + "/exact-chunk", m, Shape{1, 128, 1, 1, 16, 16, {}}});
+        if (m.gate != GateKind::none) {
+            out.push_back({n + "/zero-gate", m, Shape{1, 100, 1, 1, 16, 16, {}}, true, true, 0.0, 0.0});
+            out.push_back({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0});
+        }
+    }
+    return out;
+}
+
+TEST(GdnChunked, AgreesWithOracleUnderTheScanErrorModel) {
+    uint32_t seed = 1000;
+    for (const Case& c : cases()) {
+        ++seed;
+        const Ratios r = run_case(c, seed);
+        EXPECT_LE(r.max(), 1.0) << c.name << " seed " << seed << ": " << r.str();
+        RecordProperty(c.name, r.str());
+        std::printf("  %-34s %s\n", c.name.c_str(), r.str().c_str());
+    }
+}
+
+TEST(GdnChunked, IsBitwiseDeterministic) {
+    for (Member m : kcv::gdn::all_members()) {
+        Case c{"det", m, Shape{1, 70, 1, 2, 8, 8, {}}};
+        Problem p{m, c.shape, 0.5};
+        const Inputs in = draw(p, c, 7);
+        auto run = [&] {
+            std::vector<float> o(c.shape.v_size()), dq(c.shape.qk_size()), dk(c.shape.qk_size()),
+                dv(c.shape.v_size()), dg(c.shape.g_size(m.gate)), db(c.shape.beta_size());
+            kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                               in.h0.data(), o.data(), nullptr});
+            kcv::gdn::cpu::BackwardArgs b;
+            b.q = in.q.data(); b.k = in.k.data(); b.v = in.v.data(); b.g = in.g.data(); b.beta = in.beta.data();
+            b.d_o = in.d_o.data(); b.dq = dq.data(); b.dk = dk.data(); b.dv = dv.data(); b.dg = dg.data();
+            b.dbeta = db.data();
+            kcv::gdn::cpu::chunked_backward(p, b);
+            o.insert(o.end(), dq.begin(), dq.end());
+            o.insert(o.end(), dg.begin(), dg.end());
+            return o;
+        };
+        const auto a = run(), b = run();
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << kcv::gdn::member_name(m);
+    }
+}
+
+TEST(GdnChunked, LinearAttentionIsExactOnSmallIntegers) {
+    // Integers in [-2, 2], K = V = 4, 100 tokens (two chunks): every product and partial sum is an
+    // integer below 2^24, so the chunked float32 result equals the float64 oracle exactly.
+    Shape s{1, 100, 1, 1, 4, 4, {}};
+    Problem p{kcv::gdn::kLinearAttention, s, 1.0};
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<int> small(-2, 2);
+    std::vector<float> q(s.qk_size()), k(s.qk_size()), v(s.v_size());
+    for (auto* x : {&q, &k, &v})
+        for (auto& e : *x) e = float(small(rng));
+    std::vector<float> o(s.v_size()), ht(s.state_size());
+    kcv::gdn::cpu::chunked_forward(p, {q.data(), k.data(), v.data(), nullptr, nullptr, nullptr, o.data(), ht.data()});
+    const auto qd = widen(q), kd = widen(k), vd = widen(v);
+    std::vector<double> od(s.v_size()), htd(s.state_size());
+    kcv::gdn::forward(p, {qd.data(), kd.data(), vd.data(), nullptr, nullptr, nullptr, od.data(), htd.data()});
+    bool nonzero = false;
+    for (size_t i = 0; i < o.size(); ++i) {
+        ASSERT_EQ(double(o[i]), od[i]) << "seed 3, i=" << i;
+        nonzero |= o[i] != 0.0f;
+    }
+    for (size_t i = 0; i < ht.size(); ++i) ASSERT_EQ(double(ht[i]), htd[i]);
+    EXPECT_TRUE(nonzero);
+}
+
+TEST(GdnChunked, NanInALaterTokenNeverReachesAnEarlierOne) {
+    for (Member m : kcv::gdn::all_members()) {
+        Case c{"nan", m, Shape{1, 64, 1, 1, 8, 8, {}}};
+        Problem p{m, c.shape, 0.5};
+        Inputs in = draw(p, c, 9);
+        in.v[40 * 8 + 3] = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> o(c.shape.v_size());
+        kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                           in.h0.data(), o.data(), nullptr});
+        for (int t = 0; t < 40; ++t)
+            for (int j = 0; j < 8; ++j) ASSERT_TRUE(std::isfinite(o[t * 8 + j])) << kcv::gdn::member_name(m) << " t=" << t;
+        EXPECT_TRUE(std::isnan(o[40 * 8 + 3]));
+    }
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// The recurrence positive controls behind the native ABI (kernels/controls/gdn_*.cpp): called
+// through kcv_kernel with hand-built DLPack tensors, they must reproduce the chunked
+// implementation bit for bit, honour strides and 16-bit dtypes, refuse operand lists that do not
+// match their attributes, and describe themselves in the manifest.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kcv/kcv_kernel.h"
+// chunked_forward/backward are compiled into the test binary by test_gdn_chunked.cpp.
+#include "../../gdn/cpu/gdn_chunked.hpp"
+#include "../../gdn/oracle/gdn_oracle.hpp"
+
+#ifndef KCV_TEST_KERNEL_DIR
+#define KCV_TEST_KERNEL_DIR "build/out/kernels"
+#endif
+
+namespace {
+
+using kcv::gdn::GateKind;
+
+struct Library {
+    void* handle = nullptr;
+    explicit Library(const std::string& name) {
+        handle = dlopen((std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_" + name + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
+    ~Library() {
+        if (handle) dlclose(handle);
+    }
+    template <class F>
+    F get(const char* symbol) const {
+        return reinterpret_cast<F>(dlsym(handle, symbol));
+    }
+};
+
+// A float32 tensor over caller-owned storage; `stride2` doubles every stride (interleaved gaps).
+struct HostTensor {
+    std::vector<int64_t> shape, strides;
+    std::vector<float> storage;
+    DLTensor dl{};
+    HostTensor(std::vector<int64_t> s, bool stride2 = false) : shape(std::move(s)) {
+        strides.assign(shape.size(), 1);
+        for (int i = int(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        if (stride2)
+            for (auto& st : strides) st *= 2;
+        storage.assign(size_t(stride2 ? 2 * n : n), std::numeric_limits<float>::quiet_NaN());
+        dl.data = storage.data();
+        dl.device = {kDLCPU, 0};
+        dl.ndim = int32_t(shape.size());
+        dl.dtype = {kDLFloat, 32, 1};
+        dl.shape = shape.data();
+        dl.strides = strides.data();
+        dl.byte_offset = 0;
+    }
+    int64_t numel() const {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return n;
+    }
+    // Logical element i (row-major).
+    float& at(int64_t i) {
+        int64_t off = 0;
+        for (int d = int(shape.size()) - 1; d >= 0; --d) {
+            off += (i % shape[d]) * strides[d];
+            i /= shape[d];
+        }
+        return storage[size_t(off)];
+    }
+    std::vector<float> logical() {
+        std::vector<float> v(static_cast<size_t>(numel()));
+        for (int64_t i = 0; i < numel(); ++i) v[size_t(i)] = at(i);
+        return v;
+    }
+};
+
+TEST(GdnControls, ManifestsNameEveryMemberContract) {
+    for (const char* name : {"gdn_forward", "gdn_backward"}) {
+        Library lib(name);
+        ASSERT_NE(lib.handle, nullptr) << dlerror();
+        auto manifest = lib.get<const char* (*)()>("kcv_kernel_manifest");
+        ASSERT_NE(manifest, nullptr);
+        const auto j = nlohmann::json::parse(manifest());
+        EXPECT_EQ(j.at("role"), "control");
+        EXPECT_EQ(j.at("name"), name);
+        const std::string kind = std::string(name) == "gdn_forward" ? "forward" : "backward";
+        std::vector<std::string> want;
+        for (const char* m : {"linear-attention", "ssd", "gla", "gdn", "kda"}) want.push_back("gdn-" + kind + "-" + m);
+        EXPECT_EQ(j.at("contracts").get<std::vector<std::string>>(), want);
+    }
+}
+
+TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
+    Library fwd("gdn_forward"), bwd("gdn_backward");
+    ASSERT_NE(fwd.handle, nullptr) << dlerror();
+    ASSERT_NE(bwd.handle, nullptr) << dlerror();
+    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
+    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
+    auto fwd_error = fwd.get<const char* (*)()>("kcv_kernel_last_error");
+    ASSERT_TRUE(run_fwd && run_bwd && fwd_error);
+    const int64_t B = 1, T = 70, H = 1, HV = 2, K = 8, V = 4;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    for (kcv::gdn::Member m : kcv::gdn::all_members()) {
+        const bool strided = m.gate == GateKind::scalar;   // some members read through strides
+        HostTensor q({B, T, H, K}, strided), k({B, T, H, K}, strided), v({B, T, HV, V}, strided),
+            g(m.gate == GateKind::channel ? std::vector<int64_t>{B, T, HV, K} : std::vector<int64_t>{B, T, HV}),
+            beta({B, T, HV}), h0({B, HV, K, V}), d_o({B, T, HV, V}), dht({B, HV, K, V});
+        for (HostTensor* t : {&q, &k, &v, &h0, &d_o, &dht})
+            for (int64_t i = 0; i < t->numel(); ++i) t->at(i) = n01(rng) * (t == &k ? 0.35f : 1.0f);
+        for (int64_t i = 0; i < g.numel(); ++i) g.at(i) = -std::abs(n01(rng)) * 0.3f;
+        for (int64_t i = 0; i < beta.numel(); ++i) beta.at(i) = 0.5f + 0.4f * std::tanh(n01(rng));
+        std::vector<DLTensor> inputs = {q.dl, k.dl, v.dl};
+        if (m.gate != GateKind::none) inputs.push_back(g.dl);
+        if (m.delta) inputs.push_back(beta.dl);
+        inputs.push_back(h0.dl);
+        const double scale = 0.5;
+        std::vector<kcv_attribute> attrs = {{"gate", double(int(m.gate))}, {"delta", m.delta ? 1.0 : 0.0},
+                                            {"scale", scale}, {"initial_state", 1.0}, {"final_state", 1.0}};
+        HostTensor o({B, T, HV, V}), ht({B, HV, K, V});
+        std::vector<DLTensor> outs = {o.dl, ht.dl};
+        kcv_call call{KCV_ABI_VERSION, "gdn-forward", int32_t(inputs.size()), inputs.data(), 2, outs.data(),
+                      int32_t(attrs.size()), attrs.data(), nullptr};
+        ASSERT_EQ(run_fwd(&call), 0) << kcv::gdn::member_name(m) << ": " << fwd_error();
+
+        // The same problem through the library directly.
+        const kcv::gdn::Problem p{m, kcv::gdn::Shape{B, T, H, HV, K, V, {}}, scale};
+        const auto ql = q.logical(), kl = k.logical(), vl = v.logical(), gl = g.logical(), bl = beta.logical(),
+                   hl = h0.logical(), dol = d_o.logical(), dhl = dht.logical();
+        std::vector<float> want_o(size_t(o.numel())), want_ht(size_t(ht.numel()));
+        kcv::gdn::cpu::chunked_forward(p, {ql.data(), kl.data(), vl.data(), gl.data(), bl.data(), hl.data(),
+                                           want_o.data(), want_ht.data()});
+        EXPECT_EQ(0, std::memcmp(o.logical().data(), want_o.data(), want_o.size() * 4)) << kcv::gdn::member_name(m);
+        EXPECT_EQ(0, std::memcmp(ht.logical().data(), want_ht.data(), want_ht.size() * 4)) << kcv::gdn::member_name(m);
+
+        std::vector<DLTensor> bin = inputs;
+        bin.push_back(d_o.dl);
+        bin.push_back(dht.dl);
+        HostTensor dq({B, T, H, K}), dk({B, T, H, K}), dv({B, T, HV, V}), dg(g.shape), db({B, T, HV}), dh0({B, HV, K, V});
+        std::vector<DLTensor> bouts = {dq.dl, dk.dl, dv.dl};
+        if (m.gate != GateKind::none) bouts.push_back(dg.dl);
+        if (m.delta) bouts.push_back(db.dl);
+        bouts.push_back(dh0.dl);
+        kcv_call bcall{KCV_ABI_VERSION, "gdn-backward", int32_t(bin.size()), bin.data(), int32_t(bouts.size()),
+                       bouts.data(), int32_t(attrs.size()), attrs.data(), nullptr};
+        ASSERT_EQ(run_bwd(&bcall), 0) << kcv::gdn::member_name(m);
+        std::vector<float> wdq(size_t(dq.numel())), wdk(wdq.size()), wdv(size_t(dv.numel())), wdg(size_t(dg.numel())),
+            wdb(size_t(db.numel())), wdh0(size_t(dh0.numel()));
+        kcv::gdn::cpu::BackwardArgs a;
+        a.q = ql.data(); a.k = kl.data(); a.v = vl.data(); a.g = gl.data(); a.beta = bl.data(); a.h0 = hl.data();
+        a.d_o = dol.data(); a.dht = dhl.data();
+        a.dq = wdq.data(); a.dk = wdk.data(); a.dv = wdv.data(); a.dg = wdg.data(); a.dbeta = wdb.data();
+        a.dh0 = wdh0.data();
+        kcv::gdn::cpu::chunked_backward(p, a);
+        EXPECT_EQ(dq.logical(), wdq) << kcv::gdn::member_name(m);
+        EXPECT_EQ(dk.logical(), wdk) << kcv::gdn::member_name(m);
+        EXPECT_EQ(dv.logical(), wdv) << kcv::gdn::member_name(m);
+        EXPECT_EQ(dh0.logical(), wdh0) << kcv::gdn::member_name(m);
+        if (m.gate != GateKind::none) EXPECT_EQ(dg.logical(), wdg) << kcv::gdn::member_name(m);
+        if (m.delta) EXPECT_EQ(db.logical(), wdb) << kcv::gdn::member_name(m);
+    }
+}
+
+TEST(GdnControls, RefuseOperandListsThatDoNotMatchTheAttributes) {
+    Library fwd("gdn_forward");
+    ASSERT_NE(fwd.handle, nullptr) << dlerror();
+    auto run = fwd.get<kcv_kernel_fn>("kcv_kernel");
+    auto error = fwd.get<const char* (*)()>("kcv_kernel_last_error");
+    HostTensor q({1, 4, 1, 2}), k({1, 4, 1, 2}), v({1, 4, 1, 2}), o({1, 4, 1, 2});
+    std::vector<DLTensor> inputs = {q.dl, k.dl, v.dl};   // no g although gate = 1
+    std::vector<DLTensor> outs = {o.dl};
+    kcv_attribute attrs[] = {{"gate", 1.0}};
+    kcv_call call{KCV_ABI_VERSION, "x", 3, inputs.data(), 1, outs.data(), 1, attrs, nullptr};
+    EXPECT_NE(run(&call), 0);
+    EXPECT_NE(std::string(error()).find("expected 4 inputs"), std::string::npos) << error();
+    kcv_attribute bad_gate[] = {{"gate", 7.0}};
+    call.attributes = bad_gate;
+    EXPECT_NE(run(&call), 0);
+    call.abi_version = KCV_ABI_VERSION + 1;
+    call.n_attributes = 0;
+    EXPECT_NE(run(&call), 0);
+}
+
+}  // namespace

@@ -1,0 +1,147 @@
+"""kcv.gdn's custom ops: the CPU path against a float64 autograd of the token-by-token recurrence,
+torch.library.opcheck (schema, fake tensors, autograd registration), and, where a GPU and the
+CUDA kernels are present, the sm_90a kernels against the same float64 reference."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+gdn = pytest.importorskip("kcv.gdn")
+
+from kcv.gdn import ops, reference  # noqa: E402
+
+MEMBERS = list(reference.MEMBERS)
+
+
+def make_inputs(member, *, B=1, T=11, H=1, HV=2, K=4, V=3, dtype=torch.float32, device="cpu", seed=0,
+                cu_seqlens=None, initial_state=True):
+    gate, delta = reference.MEMBERS[member]
+    gen = torch.Generator().manual_seed(seed)
+    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    x = {
+        "q": rnd(B, T, H, K),
+        "k": rnd(B, T, H, K) * K ** -0.5,
+        "v": rnd(B, T, HV, V),
+        "g": None if gate == 0 else -torch.rand(*((B, T, HV) if gate == 1 else (B, T, HV, K)), generator=gen,
+                                                dtype=torch.float64),
+        "beta": torch.rand(B, T, HV, generator=gen, dtype=torch.float64) if delta else None,
+        "h0": rnd(B if cu_seqlens is None else len(cu_seqlens) - 1, HV, K, V) if initial_state else None,
+    }
+    # Round through the kernel dtype so the float64 reference sees exactly the kernel's inputs.
+    for name in ("q", "k", "v", "beta"):
+        if x[name] is not None:
+            x[name] = x[name].to(dtype).to(torch.float64)
+    return {n: (None if t is None else t.to(device)) for n, t in x.items()}
+
+
+def run_op(member, x, dtype, cu_seqlens=None):
+    """The public function on copies in the kernel dtypes, with gradients enabled."""
+    leaf = {}
+    for name, t in x.items():
+        if t is None:
+            leaf[name] = None
+            continue
+        kind = dtype if name in ("q", "k", "v", "beta") else torch.float32
+        leaf[name] = t.to(kind).detach().requires_grad_(True)
+    o, ht = gdn.recurrence(leaf["q"], leaf["k"], leaf["v"], leaf["g"], leaf["beta"], member=member,
+                           initial_state=leaf["h0"], output_final_state=True, cu_seqlens=cu_seqlens)
+    return leaf, o, ht
+
+
+def reference_grads(member, x, do, dht, cu_seqlens=None):
+    gate, delta = reference.MEMBERS[member]
+    leaf = {n: (None if t is None else t.detach().clone().requires_grad_(True)) for n, t in x.items()}
+    o, ht = reference.recurrence(leaf["q"], leaf["k"], leaf["v"], leaf["g"], leaf["beta"], gate=gate, delta=delta,
+                                 scale=x["q"].shape[-1] ** -0.5, initial_state=leaf["h0"], cu_seqlens=cu_seqlens)
+    (o * do).sum().add((ht * dht).sum()).backward()
+    return o.detach(), ht.detach(), {n: t.grad for n, t in leaf.items() if t is not None}
+
+
+def assert_close(name, got, want, rtol):
+    got, want = got.double().cpu(), want.double().cpu()
+    scale = want.abs().max().item()
+    assert scale > 0, f"{name}: the reference is all zero, the comparison proves nothing"
+    err = (got - want).abs().max().item()
+    assert err <= rtol * scale, f"{name}: max error {err:.3e} > {rtol:.1e} x {scale:.3e}"
+
+
+@pytest.mark.parametrize("member", MEMBERS)
+@pytest.mark.parametrize("varlen", [False, True])
+def test_cpu_op_and_its_gradients_match_float64_autograd(member, varlen):
+    cu = torch.tensor([0, 1, 5, 11]) if varlen else None
+    x = make_inputs(member, seed=3, cu_seqlens=cu.tolist() if varlen else None, B=1)
+    gen = torch.Generator().manual_seed(4)
+    leaf, o, ht = run_op(member, x, torch.float32, cu)
+    do = torch.randn(o.shape, generator=gen, dtype=torch.float64)
+    dht = torch.randn(ht.shape, generator=gen, dtype=torch.float64)
+    (o.double() * do).sum().add((ht.double() * dht).sum()).backward()
+    ro, rht, rgrads = reference_grads(member, x, do, dht, cu)
+    assert_close("o", o.detach(), ro, 1e-5)
+    assert_close("ht", ht.detach(), rht, 1e-5)
+    for name, want in rgrads.items():
+        assert_close(f"d{name}", leaf[name].grad, want, 1e-4)
+
+
+def test_opcheck_forward_and_backward():
+    x = make_inputs("kda", seed=5)
+    args = (x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(), x["beta"].float(), x["h0"].float(), None,
+            2, True, 0.5)
+    torch.library.opcheck(ops.forward_op, args, test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    do = torch.randn(1, 11, 2, 3)
+    bargs = args[:7] + (do, None, 2, True, 0.5)
+    torch.library.opcheck(ops.backward_op, bargs, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_signature_errors_are_clear():
+    x = make_inputs("gdn")
+    with pytest.raises(ValueError, match="needs beta"):
+        gdn.chunk_gated_delta_rule(x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float())
+    with pytest.raises(ValueError, match="multiple of H"):
+        gdn.chunk_linear_attn(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="unknown member"):
+        gdn.recurrence(x["q"], x["k"], x["v"], member="mamba")
+
+
+def test_member_functions_take_fla_style_arguments():
+    x = make_inputs("gla", seed=6)
+    o1, _ = gdn.chunk_gla(x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(), scale=0.3)
+    o2, _ = gdn.chunk_gla(x["q"].float(), x["k"].float(), x["v"].float(), g=x["g"].float(), scale=0.3)
+    assert torch.equal(o1, o2) and o1.abs().sum() > 0
+
+
+cuda = pytest.mark.skipif(not (torch.cuda.is_available() and gdn.cuda_kernels_available()),
+                          reason="needs a CUDA device and the sm_90a kernels (libkcv_gdn_cuda.so)")
+
+
+@cuda
+@pytest.mark.parametrize("member", MEMBERS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_kernels_match_float64_reference(member, dtype):
+    cu = torch.tensor([0, 1, 63, 64, 65, 200], device="cuda")
+    x = make_inputs(member, B=1, T=200, H=2, HV=4, K=64, V=64, dtype=dtype, seed=9, cu_seqlens=cu.tolist())
+    xd = {n: (None if t is None else t.cuda()) for n, t in x.items()}
+    gen = torch.Generator().manual_seed(10)
+    leaf, o, ht = run_op(member, xd, dtype, cu)
+    do = torch.randn(o.shape, generator=gen, dtype=torch.float64)
+    dht = torch.randn(ht.shape, generator=gen, dtype=torch.float64)
+    torch.autograd.backward([o, ht], [do.to(o.dtype).cuda(), dht.float().cuda()])
+    ro, rht, rgrads = reference_grads(member, x, do.to(dtype).double(), dht.float().double(), cu.cpu())
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    assert_close("o", o.detach(), ro, tol)
+    assert_close("ht", ht.detach(), rht, tol)
+    for name, want in rgrads.items():
+        assert_close(f"d{name}", leaf[name].grad, want, tol)
+
+
+@cuda
+def test_cuda_kernels_are_bitwise_deterministic():
+    x = make_inputs("kda", B=2, T=300, H=1, HV=2, K=128, V=128, dtype=torch.bfloat16, seed=11)
+    xd = {n: (None if t is None else t.cuda()) for n, t in x.items()}
+    results = []
+    for _ in range(2):
+        leaf, o, ht = run_op("kda", xd, torch.bfloat16)
+        (o.float().square().sum() + ht.sum()).backward()
+        results.append([o.detach(), ht.detach()] + [leaf[n].grad for n in ("q", "k", "v", "g", "beta", "h0")])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
