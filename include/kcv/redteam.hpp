@@ -41,7 +41,9 @@ struct RedteamReport {
 };
 
 using Progress = std::function<void(const std::string& what, int done, int total)>;
-RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress = {});
+// Candidates are the kernels found in scan_dir (default: the kernel directory; its cuda/
+// folder holds the CUDA forms); positive controls always come from the kernel directory.
+RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress = {}, const std::string& scan_dir = "");
 nlohmann::json to_json(const RedteamReport& r);   // {"redteam": [...], "controls": [...]}
 
 }  // namespace kcv

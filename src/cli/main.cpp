@@ -134,8 +134,11 @@ int cmd_audit(const std::string& corpus, const std::string& problems, kcv::Audit
     return kExitPass;
 }
 
-int cmd_redteam(const std::string& json_out, const std::string& html_out, const kcv::VerifyOptions& o) {
-    kcv::RedteamReport rep = kcv::run_redteam(o, progress_line());
+int cmd_redteam(const std::string& json_out, const std::string& html_out, const kcv::VerifyOptions& o,
+                const std::string& device = "cpu") {
+    const std::string kdir = o.kernel_dir.empty() ? kcv::default_kernel_dir() : o.kernel_dir;
+    const std::string scan = device == "cuda" ? (fs::path(kdir) / "cuda").string() : kdir;
+    kcv::RedteamReport rep = kcv::run_redteam(o, progress_line(), scan);
     std::cout << kcv::render_redteam(rep, kcv::console_style_for(1));
     if (!json_out.empty()) write_file(json_out, kcv::to_json(rep).dump(2) + "\n");
     if (!html_out.empty()) write_file(html_out, kcv::render_redteam_html(rep));
@@ -172,8 +175,11 @@ int main(int argc, char** argv) {
 
     kcv::VerifyOptions ro;
     std::string rt_json, rt_html;
+    std::string rt_device = "cpu";
     auto* redteam = app.add_subcommand("redteam", "run the red team and the positive controls");
     redteam->add_option("--json", rt_json, "write {redteam, controls} here");
+    redteam->add_option("--device", rt_device, "cpu: the CPU forms; cuda: the CUDA forms (needs a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
     redteam->add_option("--html", rt_html, "write the report page here");
     add_settings(redteam, ro);
 
@@ -230,7 +236,7 @@ int main(int argc, char** argv) {
             std::cout << kcv::render_summary(kcv::aggregate(kcv::read_journal(summary_journal)));
             return kExitPass;
         }
-        if (*redteam) return cmd_redteam(rt_json, rt_html, ro);
+        if (*redteam) return cmd_redteam(rt_json, rt_html, ro, rt_device);
         if (*demo) {
             const std::string json = (fs::path(demo_out) / "redteam.json").string();
             const std::string html = (fs::path(demo_out) / "report.html").string();

@@ -90,9 +90,9 @@ bool ControlEntry::clean() const {
            std::all_of(records.begin(), records.end(), [](const Record& r) { return r.error.empty(); });
 }
 
-RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress) {
+RedteamReport run_redteam(const VerifyOptions& opts, const Progress& progress, const std::string& scan_dir) {
     const std::string dir = opts.kernel_dir.empty() ? default_kernel_dir() : opts.kernel_dir;
-    const auto kernels = discover_kernels(dir);
+    const auto kernels = discover_kernels(scan_dir.empty() ? dir : scan_dir);
     int total = 0, done = 0;
     for (const auto& k : kernels) total += k.role == "redteam" ? 1 : static_cast<int>(k.contracts.size());
 
