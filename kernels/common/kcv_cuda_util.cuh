@@ -164,3 +164,7 @@ inline unsigned grid_for(int64_t n, int threads) {
 }
 
 }  // namespace kcvk
+
+// Every CUDA form says so, so that the verifier hands it device mirrors of its buffers and a
+// stream (kcv_kernel.h). Each kernel library is one translation unit that includes this header.
+KCV_EXPORT const char* kcv_kernel_device(void) { return "cuda"; }
