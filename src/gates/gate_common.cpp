@@ -1,5 +1,6 @@
 // Pieces every gate shares: default probes, evidence at an element, uniform results.
 #include <cmath>
+#include <stdexcept>
 
 #include "gates/gate_common.hpp"
 #include "kcv/rng.hpp"
@@ -48,6 +49,25 @@ Evidence evidence_at(const ProbeOutcome& o, size_t call, size_t output, int64_t 
         if (first >= 0 && first < y.numel()) e.first_coords = y.coords(first);
     }
     return e;
+}
+
+std::optional<BitDifference> first_bit_difference(const CallOutcome& a, const CallOutcome& b, const char* gate) {
+    for (size_t j = 0; j < a.outputs.size() && j < b.outputs.size(); ++j) {
+        const Tensor &x = a.outputs[j], &y = b.outputs[j];
+        if (x.numel() != y.numel() || x.dtype != y.dtype) {
+            throw std::logic_error(std::string(gate) + ": output " + std::to_string(j) +
+                                   " changed shape or dtype between calls");
+        }
+        BitDifference d;
+        d.output = j;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+            if (x.bits(i) == y.bits(i)) continue;
+            if (d.index < 0) d.index = i;
+            ++d.count;
+        }
+        if (d.count > 0) return d;
+    }
+    return std::nullopt;
 }
 
 GateResult make_result(const GateDef& g) {

@@ -1,6 +1,7 @@
 // Internal to the gates: the definitions each gate file provides, and the pieces they share.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,16 @@ NumericCheck check_outputs(const Contract& c, const Settings& s, const ProbeOutc
 // output dtype) and actual values with their bits.
 Evidence evidence_at(const ProbeOutcome& o, size_t call, size_t output, int64_t worst, int64_t first,
                      const std::string& signature, const Contract& c);
+
+// The first output element whose bits differ between two calls, over every output, and how
+// many elements of that output differ. Throws std::logic_error if an output changed shape or
+// dtype between the calls (the executor shapes outputs, so that is a verifier bug).
+struct BitDifference {
+    size_t output = 0;
+    int64_t index = -1;
+    int64_t count = 0;
+};
+std::optional<BitDifference> first_bit_difference(const CallOutcome& a, const CallOutcome& b, const char* gate);
 
 // Shared verdict helpers.
 GateResult make_result(const GateDef& g);

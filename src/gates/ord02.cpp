@@ -65,28 +65,10 @@ bool holds_poison(const Tensor& t, int64_t i, const Poison& p) {
     return true;
 }
 
-// The first element whose bits differ between two calls' outputs, over every output.
-struct RunDiff {
-    size_t output = 0;
-    int64_t index = -1;
-    int64_t count = 0;   // differing elements in that output
-};
+using RunDiff = BitDifference;
 
 std::optional<RunDiff> first_difference(const CallOutcome& a, const CallOutcome& b) {
-    for (size_t j = 0; j < a.outputs.size() && j < b.outputs.size(); ++j) {
-        const Tensor &x = a.outputs[j], &y = b.outputs[j];
-        if (x.numel() != y.numel() || x.dtype != y.dtype)
-            throw std::logic_error("ORD-02: output " + std::to_string(j) + " changed shape or dtype between calls");
-        RunDiff d;
-        d.output = j;
-        for (int64_t i = 0; i < x.numel(); ++i) {
-            if (x.bits(i) == y.bits(i)) continue;
-            if (d.index < 0) d.index = i;
-            ++d.count;
-        }
-        if (d.count > 0) return d;
-    }
-    return std::nullopt;
+    return first_bit_difference(a, b, "ORD-02");
 }
 
 bool is_kind(const ProbeOutcome& o, const char* kind) {
