@@ -472,6 +472,9 @@ TEST(ContractErrors, HostileInputGivesErrorsNotCrashes) {
 // A contract near the 1 MiB limit with thousands of names reads and validates in well under a
 // second; the bound below only catches gross regressions (a lookup nested in a lookup).
 TEST(ContractErrors, LargeContractsStayLinear) {
+#if defined(KCV_SANITIZED) || !defined(NDEBUG)
+    GTEST_SKIP() << "a time bound means something only in an optimised, uninstrumented build";
+#endif
     constexpr int kNames = 12000;
     std::string dims, shape, attributes, in_place;
     for (int i = 0; i < kNames; ++i) {
