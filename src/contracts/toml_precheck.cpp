@@ -128,9 +128,12 @@ private:
     }
 
     // The escaped character is part of the string whatever it is (a quote, a backslash).
+    // Every TOML escape is an ASCII character; toml++ 3.3 reaches undefined behaviour on a
+    // non-ASCII one, so that invalid escape is refused here.
     void skip_escaped() {
         if (byte(i_ + 1) == '\n' || i_ + 1 >= text_.size()) return;
         ++i_;
+        if (byte(i_) >= 0x80) fail("invalid escape: a backslash before a non-ASCII character");
         control(byte(i_));
     }
 
