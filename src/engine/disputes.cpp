@@ -196,7 +196,8 @@ std::vector<std::pair<Dispute, std::pair<std::string, std::string>>> stratified_
     };
     std::vector<GateTurn> gates;
     std::map<std::pair<std::string, std::string>, size_t> cursor;
-    for (auto& [g, ops] : strata) {
+    for (auto& [gate, ops] : strata) {
+        const std::string g = gate;   // a structured binding cannot be captured before C++20 in clang 14
         GateTurn t;
         t.gate = g;
         for (auto& [op, members] : ops) {
