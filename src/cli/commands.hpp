@@ -16,5 +16,7 @@ struct Commands {
 
 // report, calibrate, disputes (src/cli/report_commands.cpp).
 void add_report_commands(CLI::App& app, Commands& commands);
+// corpus (src/cli/corpus_command.cpp).
+void add_corpus_command(CLI::App& app, Commands& commands);
 
 }  // namespace kcv::cli

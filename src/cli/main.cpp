@@ -218,6 +218,7 @@ int main(int argc, char** argv) {
 
     kcv::cli::Commands more;
     kcv::cli::add_report_commands(app, more);
+    kcv::cli::add_corpus_command(app, more);
 
     CLI11_PARSE(app, argc, argv);
     try {
