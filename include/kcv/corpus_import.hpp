@@ -40,6 +40,11 @@ CorpusImport import_corpus(const CorpusImportOptions& opts);
 // id); the entries keep their order. n at or above the size returns them all.
 std::vector<CorpusEntry> sample_corpus(const std::vector<CorpusEntry>& entries, size_t n, uint64_t seed);
 
+// Copies every entry's problem and candidate into folder (problems/<level folder>/<file>,
+// candidates/<id>.py) and returns the entries pointing at the copies: a corpus that travels
+// alone, to a GPU machine say. Links are followed, so the copies are plain files.
+std::vector<CorpusEntry> bundle_corpus(const std::vector<CorpusEntry>& entries, const std::string& folder);
+
 // Writes entries as corpus.jsonl lines, with paths relative to the file's folder so that the
 // corpus and its files can move together.
 void write_corpus(const std::vector<CorpusEntry>& entries, const std::string& path);

@@ -1,4 +1,5 @@
 // `kcv corpus`: a harness's run folders in, corpus.jsonl out (include/kcv/corpus_import.hpp).
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -12,13 +13,15 @@ struct CorpusArgs {
     CorpusImportOptions opts;
     std::string out = "corpus.jsonl";
     bool list_skipped = false;
+    bool bundle = false;
     size_t sample = 0;
     uint64_t seed = 0;
 };
 
 int run_corpus(const CorpusArgs& a) {
     const CorpusImport got = import_corpus(a.opts);
-    const auto entries = a.sample > 0 ? sample_corpus(got.entries, a.sample, a.seed) : got.entries;
+    auto entries = a.sample > 0 ? sample_corpus(got.entries, a.sample, a.seed) : got.entries;
+    if (a.bundle) entries = bundle_corpus(entries, std::filesystem::absolute(a.out).parent_path().string());
     write_corpus(entries, a.out);
     for (const auto& r : got.runs) std::cerr << r << "\n";
     if (a.list_skipped) {
@@ -47,6 +50,7 @@ void add_corpus_command(CLI::App& app, Commands& commands) {
         ->check(CLI::IsMember({"auto", "kernelbench-run", "per-problem", "triton-dump"}));
     sub->add_option("--sample", a->sample, "write a uniform sample of this many candidates");
     sub->add_option("--seed", a->seed, "seed of the sample");
+    sub->add_flag("--bundle", a->bundle, "copy the problems and candidates beside the corpus file");
     sub->add_flag("--list-skipped", a->list_skipped, "say why each result or file was left out");
     commands.add(sub, [a] { return run_corpus(*a); });
 }

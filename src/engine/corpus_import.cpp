@@ -334,6 +334,27 @@ std::vector<CorpusEntry> sample_corpus(const std::vector<CorpusEntry>& entries, 
     return out;
 }
 
+std::vector<CorpusEntry> bundle_corpus(const std::vector<CorpusEntry>& entries, const std::string& folder) {
+    const fs::path root = fs::absolute(folder);
+    std::vector<CorpusEntry> out;
+    for (CorpusEntry e : entries) {
+        const fs::path prob = fs::canonical(e.problem), cand = fs::canonical(e.candidate);
+        // Problems keep their level folder: the same problem serves many candidates.
+        const fs::path prob_to = root / "problems" / prob.parent_path().filename() / prob.filename();
+        std::string flat = e.id;
+        std::replace(flat.begin(), flat.end(), '/', '.');
+        const fs::path cand_to = root / "candidates" / (flat + ".py");
+        for (const auto& [from, to] : {std::pair{prob, prob_to}, std::pair{cand, cand_to}}) {
+            fs::create_directories(to.parent_path());
+            fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+        }
+        e.problem = prob_to.string();
+        e.candidate = cand_to.string();
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
 void write_corpus(const std::vector<CorpusEntry>& entries, const std::string& path) {
     const fs::path file = fs::absolute(path);
     const fs::path base = fs::weakly_canonical(file.parent_path());

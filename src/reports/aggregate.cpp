@@ -47,6 +47,29 @@ std::optional<bool> label(const nlohmann::json& r) {
     return std::nullopt;
 }
 
+// Why kcv's run of the standard check came out otherwise than the shipped label, from what the
+// record holds: the candidate did not load here, or how many trials passed and by how much.
+std::string disagreement_reason(const nlohmann::json& j, bool label) {
+    const auto& sc = j["standard_check"];
+    if (j.contains("error") && j["error"].is_object()) {
+        std::string msg = j["error"].value("message", "");
+        if (const auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
+        if (msg.size() > 200) msg = msg.substr(0, 200) + "…";
+        return "did not load here (" + j["error"].value("code", "error") + "): " + msg;
+    }
+    std::ostringstream os;
+    if (sc.contains("error") && sc["error"].is_string() && !sc["error"].get<std::string>().empty()) {
+        os << "the standard check raised here: " << sc["error"].get<std::string>();
+        return os.str();
+    }
+    os << (label ? "labelled correct, but " : "labelled incorrect, but ") << sc.value("passed_1e-2", 0) << " of "
+       << sc.value("trials", 5) << " trials passed at 1e-2 here";
+    if (sc.contains("max_abs_diff") && sc["max_abs_diff"].is_number()) {
+        os << " (largest |difference| " << sc["max_abs_diff"].get<double>() << ")";
+    }
+    return os.str();
+}
+
 }  // namespace
 
 nlohmann::json aggregate(const std::vector<nlohmann::json>& records) {
@@ -62,6 +85,21 @@ nlohmann::json aggregate(const std::vector<nlohmann::json>& records) {
 
     for (const auto& j : records) {
         Record r = record_from_json(j);
+        // Parity compares the corpus's label with kcv's run of the same standard check; a
+        // candidate that does not load here fails that check, as it fails KernelBench's.
+        if (auto l = label(j)) {
+            if (auto s = standard(j, tols[0])) {
+                ++parity_total;
+                if (*l == *s) {
+                    ++parity_agree;
+                } else {
+                    disagreements.push_back({{"id", j.value("corpus_id", r.candidate)},
+                                             {"label", *l},
+                                             {"standard_check", j["standard_check"]},
+                                             {"reason", disagreement_reason(j, *l)}});
+                }
+            }
+        }
         if (!r.error.empty()) {
             ++errors;
             continue;
@@ -73,18 +111,6 @@ nlohmann::json aggregate(const std::vector<nlohmann::json>& records) {
         any += violation;
         for (int t = 0; t < 2; ++t) {
             if (auto s = standard(j, tols[t])) ++diff[t][*s ? 1 : 0][violation ? 0 : 1];
-        }
-        if (auto l = label(j)) {
-            if (auto s = standard(j, tols[0])) {
-                ++parity_total;
-                if (*l == *s) {
-                    ++parity_agree;
-                } else {
-                    disagreements.push_back({{"id", j.value("corpus_id", r.candidate)},
-                                             {"label", *l},
-                                             {"standard_check", j["standard_check"]}});
-                }
-            }
         }
     }
     for (const auto& g : all_gates()) {
@@ -143,6 +169,15 @@ std::string render_summary(const nlohmann::json& s) {
     const auto& par = s["parity"];
     if (par["compared"].get<int64_t>() > 0) {
         os << "parity with shipped labels: " << par["agree"] << " of " << par["compared"] << " agree\n";
+        // The first few reasons; the report and the summary JSON list them all.
+        size_t shown = 0;
+        for (const auto& x : par["disagreements"]) {
+            if (++shown > 10) {
+                os << "  … and " << par["disagreements"].size() - 10 << " more in the summary JSON\n";
+                break;
+            }
+            os << "  " << x.value("id", "") << ": " << x.value("reason", "") << "\n";
+        }
     }
     const int64_t judged = s["judged"].get<int64_t>();
     const int64_t failed = s["any_violation"]["count"].get<int64_t>();

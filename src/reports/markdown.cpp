@@ -145,8 +145,8 @@ std::string render_report_markdown(const ReportData& d) {
         os << "Parity with the shipped labels: " << par.value("agree", 0LL) << " of " << par.value("compared", 0LL)
            << " agree.\n\n";
         for (const auto& x : par["disagreements"]) {
-            os << "- `" << x.value("id", "") << "`: label " << x["label"].dump() << ", standard check `"
-               << x["standard_check"].dump() << "`\n";
+            os << "- `" << x.value("id", "") << "`: label " << x["label"].dump() << "; " << x.value("reason", "")
+               << "\n";
         }
         if (!par["disagreements"].empty()) os << "\n";
     }

@@ -164,6 +164,25 @@ TEST_F(CorpusImport, WrittenCorpusLoadsBackAndMovesWithItsFiles) {
     }
 }
 
+TEST_F(CorpusImport, BundleCopiesFilesSoTheCorpusTravelsAlone) {
+    const auto got = import();
+    const fs::path dir = root / "bundle";
+    const auto bundled = kcv::bundle_corpus(got.entries, dir.string());
+    kcv::write_corpus(bundled, (dir / "corpus.jsonl").string());
+    const auto back = kcv::load_corpus((dir / "corpus.jsonl").string(), "");
+    ASSERT_EQ(back.size(), got.entries.size());
+    for (size_t i = 0; i < back.size(); ++i) {
+        EXPECT_TRUE(fs::path(back[i].candidate).lexically_normal().string().starts_with(dir.string())) << back[i].candidate;
+        EXPECT_FALSE(fs::is_symlink(back[i].candidate)) << back[i].candidate;
+        std::ifstream a(back[i].candidate), b(got.entries[i].candidate);
+        std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+        EXPECT_EQ(sa, sb) << back[i].id;
+        EXPECT_FALSE(sa.empty());
+    }
+    EXPECT_TRUE(fs::is_regular_file(dir / "problems/level2/7_Conv.py"));
+    EXPECT_TRUE(fs::is_regular_file(dir / "candidates/runs.kb_run.level1.problem1.sample0.py"));
+}
+
 TEST_F(CorpusImport, SamplesAreSeededSubsetsInCorpusOrder) {
     std::vector<CorpusEntry> all;
     for (int i = 0; i < 200; ++i) all.push_back({"id" + std::to_string(i), "p", "c", {}});

@@ -291,6 +291,37 @@ TEST(Journal, PartialLastLineIsIgnoredAndAggregateCounts) {
     fs::remove_all(dir);
 }
 
+TEST(Journal, ParityCountsCandidatesThatDoNotLoadAndSaysWhyItDisagrees) {
+    auto gates = [] {
+        nlohmann::json g = nlohmann::json::array();
+        for (const auto& def : all_gates()) g.push_back({{"id", def.id}, {"verdict", "pass"}});
+        return g;
+    };
+    const std::vector<nlohmann::json> records = {
+        // Did not load here, labelled as not compiling: agreement.
+        {{"corpus_id", "a"}, {"error", {{"code", "load-failed"}, {"message", "SyntaxError"}}},
+         {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}}}, {"label", {{"correctness", false}}}},
+        // Did not load here, labelled correct: a disagreement naming the load failure.
+        {{"corpus_id", "b"}, {"error", {{"code", "load-failed"}, {"message", "no nvcc\nsecond line"}}},
+         {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}}}, {"label", {{"correctness", true}}}},
+        // Loaded, labelled correct, 3 of 5 trials passed here.
+        {{"corpus_id", "c"}, {"gates", gates()},
+         {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"passed_1e-2", 3}, {"trials", 5},
+                             {"max_abs_diff", 0.5}}},
+         {"label", {{"correctness", true}}}},
+    };
+    const nlohmann::json s = aggregate(records);
+    EXPECT_EQ(s["errors"], 2);
+    EXPECT_EQ(s["judged"], 1);
+    EXPECT_EQ(s["parity"]["compared"], 3);
+    EXPECT_EQ(s["parity"]["agree"], 1);
+    ASSERT_EQ(s["parity"]["disagreements"].size(), 2u);
+    EXPECT_EQ(s["parity"]["disagreements"][0]["id"], "b");
+    EXPECT_EQ(s["parity"]["disagreements"][0]["reason"], "did not load here (load-failed): no nvcc");
+    EXPECT_EQ(s["parity"]["disagreements"][1]["reason"],
+              "labelled correct, but 3 of 5 trials passed at 1e-2 here (largest |difference| 0.5)");
+}
+
 TEST(Corpus, ShardsPartitionTheIds) {
     std::set<std::string> seen;
     for (int i = 0; i < 500; ++i) {

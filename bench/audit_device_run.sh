@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The verifier on a GPU machine, in one call, in priority order; each step has its own time limit
+# and its log; everything comes back as one archive, $LOG/audit.tgz (the machine returns few files):
+#   build      pip install of kcv (the CUDA forms of the kernels and the guarded allocator too),
+#              with the header-only dependencies carried in .device/include
+#   gpu-tests  the Python bridge's GPU tests (pytest -k cuda)
+#   redteam    kcv redteam --device cuda: the CUDA forms through kcv's own device mirrors
+#   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
+#              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
+#              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
+# STEPS picks the steps (default: all of them, corpora in the order given by CORPORA);
+# AUDIT_S bounds each audit step (seconds), WORKERS the worker processes per GPU, DEVICE=cpu
+# rehearses the audit steps on a machine without a GPU.
+#   STEPS="build gpu-tests redteam audit:tritondump" bash bench/audit_device_run.sh
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kcv-audit-out}
+LOG=/tmp/kcv-audit-logs
+rm -rf "$LOG"; mkdir -p "$LOG" "$OUT"
+trap 'tar -czf "$OUT/audit.tgz" -C "$LOG" .' EXIT
+CORPORA=${CORPORA:-"tritondump yenhao"}
+STEPS=${STEPS:-"build gpu-tests redteam $(for c in $CORPORA; do printf 'audit:%s ' "$c"; done)"}
+AUDIT_S=${AUDIT_S:-240}
+WORKERS=${WORKERS:-4}
+DEVICE=${DEVICE:-cuda}
+mkdir -p .corpora/journals
+export PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; date -u;
+  python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } \
+  2>&1 | tee "$LOG/device.txt"
+
+for step in $STEPS; do
+  echo "== $step"
+  case "$step" in
+    build)
+      # The build folder is ignored by git and kept while the machine stays warm.
+      timeout 420 python3 -m pip install -q --no-build-isolation --no-deps \
+        -Ccmake.define.KCV_DEPS_INCLUDE="$PWD/.device/include" -Cbuild-dir=build/device . \
+        > "$LOG/build.log" 2>&1
+      rc=$?
+      echo "build exit: $rc" | tee -a "$LOG/build.log"
+      [ $rc -eq 0 ] || { tail -40 "$LOG/build.log"; exit 1; }
+      ;;
+    gpu-tests)
+      timeout 180 python3 -m pytest tests/python -k cuda -q -p no:cacheprovider 2>&1 | tail -25 | tee "$LOG/gpu_tests.log"
+      ;;
+    redteam)
+      timeout 240 kcv redteam --device cuda --json "$LOG/redteam_cuda.json" 2>&1 | tail -45 | tee "$LOG/redteam_cuda.log"
+      ;;
+    audit:*)
+      name=${step#audit:}
+      [ -f ".corpora/$name/corpus.jsonl" ] || { echo "no corpus .corpora/$name"; continue; }
+      timeout "$AUDIT_S" python3 bench/verifier_bench.py ".corpora/$name/corpus.jsonl" --device "$DEVICE" \
+        --workers-per-gpu "$WORKERS" --journal-out ".corpora/journals/$name.jsonl" --out "$LOG/$name" \
+        2>&1 | tail -40 | tee "$LOG/audit_$name.log"
+      # Cut short by the limit: the journal keeps what finished; summarise it as it stands.
+      python3 bench/verifier_bench.py --journal ".corpora/journals/$name.jsonl" --workers-per-gpu "$WORKERS" --device "$DEVICE" \
+        --out "$LOG/$name" > "$LOG/$name/table.md" 2>&1
+      kcv summary ".corpora/journals/$name.jsonl" > "$LOG/$name/summary.txt" 2>&1
+      cp ".corpora/journals/$name.jsonl" "$LOG/$name/journal.jsonl"
+      ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
