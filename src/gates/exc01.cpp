@@ -134,9 +134,6 @@ struct Counts {
 GateResult judge(const Contract& c, const Settings&, const std::vector<ProbeOutcome>& outcomes) {
     GateResult r = make_result(exc01());
     r.probes = static_cast<int>(outcomes.size());
-    auto add_class = [&r](const std::string& cls) {
-        if (std::find(r.signature.begin(), r.signature.end(), cls) == r.signature.end()) r.signature.push_back(cls);
-    };
     Counts total;
     nlohmann::json per_probe = nlohmann::json::object();
     for (const ProbeOutcome& o : outcomes) {
@@ -151,7 +148,7 @@ GateResult judge(const Contract& c, const Settings&, const std::vector<ProbeOutc
                               std::to_string(co.facts.status) + (co.facts.error.empty() ? "" : ": " + co.facts.error);
                 e.detail["status"] = co.facts.status;
                 r.evidence.push_back(std::move(e));
-                add_class("launch-error");
+                add_signature(r, "launch-error");
                 break;
             }
             if (co.reference.size() != c.outputs.size() || co.outputs.size() != c.outputs.size())
@@ -186,7 +183,7 @@ GateResult judge(const Contract& c, const Settings&, const std::vector<ProbeOutc
                         e.detail["count"] = m.count;
                         e.detail["call"] = k;
                         r.evidence.push_back(std::move(e));
-                        add_class(cls);
+                        add_signature(r, cls);
                     }
                     continue;
                 }
@@ -227,7 +224,7 @@ GateResult judge(const Contract& c, const Settings&, const std::vector<ProbeOutc
                 e.detail["count"] = m.count;
                 e.detail["call"] = k;
                 r.evidence.push_back(std::move(e));
-                add_class("nan-swallowed");
+                add_signature(r, "nan-swallowed");
             }
         }
         per_probe[o.probe.id] = {{"injected", o.injected.size()},

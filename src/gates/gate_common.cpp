@@ -1,4 +1,5 @@
 // Pieces every gate shares: default probes, evidence at an element, uniform results.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -82,6 +83,22 @@ bool probe_failed(const ProbeOutcome& o, GateResult& r) {
     r.verdict = Verdict::error;
     r.code = "probe-failed";
     r.reason = o.probe.id + ": " + o.error;
+    return true;
+}
+
+void add_signature(GateResult& r, const std::string& cls) {
+    if (std::find(r.signature.begin(), r.signature.end(), cls) == r.signature.end()) r.signature.push_back(cls);
+}
+
+bool launch_error(GateResult& r, const ProbeOutcome& o, const CallOutcome& co) {
+    if (co.facts.status == 0) return false;
+    Evidence e;
+    e.probe = o.probe.id;
+    e.signature = "call returned status " + std::to_string(co.facts.status) +
+                  (co.facts.error.empty() ? "" : ": " + co.facts.error);
+    e.detail["status"] = co.facts.status;
+    r.evidence.push_back(std::move(e));
+    add_signature(r, "launch-error");
     return true;
 }
 

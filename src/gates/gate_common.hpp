@@ -61,5 +61,9 @@ GateResult make_result(const GateDef& g);
 // A probe that could not run, or a candidate call that returned nonzero, ends the gate with
 // verdict error (verifier problem) or fail (launch error) in a uniform way; returns true if so.
 bool probe_failed(const ProbeOutcome& o, GateResult& r);
+// Adds a signature class once.
+void add_signature(GateResult& r, const std::string& cls);
+// A call that returned nonzero becomes launch-error evidence; returns true if it did.
+bool launch_error(GateResult& r, const ProbeOutcome& o, const CallOutcome& co);
 
 }  // namespace kcv::gates

@@ -68,9 +68,6 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
     double metric = 0;
     std::string worst_probe;
     int failing = 0;
-    auto add_class = [&r](const std::string& cls) {
-        if (std::find(r.signature.begin(), r.signature.end(), cls) == r.signature.end()) r.signature.push_back(cls);
-    };
     for (const ProbeOutcome& o : outcomes) {
         if (probe_failed(o, r)) return r;
         for (size_t call = 0; call < o.calls.size(); ++call) {
@@ -83,7 +80,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                               (f.error.empty() ? "" : ": " + f.error);
                 e.detail["status"] = f.status;
                 r.evidence.push_back(std::move(e));
-                add_class(class_of(o, "launch-error"));
+                add_signature(r, class_of(o, "launch-error"));
                 ++failing;
                 break;
             }
@@ -93,7 +90,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 worst_probe = o.probe.id;
             }
             if (!nc.pass) {
-                add_class(class_of(o, std::isfinite(nc.evidence.actual) ? "error-bound" : "nonfinite-output"));
+                add_signature(r, class_of(o, std::isfinite(nc.evidence.actual) ? "error-bound" : "nonfinite-output"));
                 nc.evidence.detail["call"] = call;
                 r.evidence.push_back(std::move(nc.evidence));
                 ++failing;

@@ -103,9 +103,6 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
     double metric = 0;
     int judged = 0, failing = 0;
     nlohmann::json skipped = nlohmann::json::object();
-    auto add_class = [&r](const std::string& cls) {
-        if (std::find(r.signature.begin(), r.signature.end(), cls) == r.signature.end()) r.signature.push_back(cls);
-    };
     for (const ProbeOutcome& o : outcomes) {
         if (probe_failed(o, r)) return r;
         const std::string range = o.probe.note.is_object() ? o.probe.note.value("range", o.probe.id) : o.probe.id;
@@ -118,7 +115,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                               (co.facts.error.empty() ? "" : ": " + co.facts.error);
                 e.detail["status"] = co.facts.status;
                 r.evidence.push_back(std::move(e));
-                add_class("launch-error");
+                add_signature(r, "launch-error");
                 ++failing;
                 break;
             }
@@ -134,7 +131,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 nc.evidence.signature = cls + " at " + range + ": " + nc.evidence.signature;
                 nc.evidence.detail["call"] = call;
                 r.evidence.push_back(std::move(nc.evidence));
-                add_class(cls);
+                add_signature(r, cls);
                 ++failing;
                 break;
             }

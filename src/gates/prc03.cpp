@@ -190,21 +190,11 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
     r.detail["operands_allowed"] = name(allowed);
     double metric = 0;
     int failing = 0;
-    auto add_class = [&r](const std::string& cls) {
-        if (std::find(r.signature.begin(), r.signature.end(), cls) == r.signature.end()) r.signature.push_back(cls);
-    };
     for (const ProbeOutcome& o : outcomes) {
         if (probe_failed(o, r)) return r;
         for (size_t call = 0; call < o.calls.size(); ++call) {
             const CallOutcome& co = o.calls[call];
-            if (co.facts.status != 0) {
-                Evidence e;
-                e.probe = o.probe.id;
-                e.signature = "call returned status " + std::to_string(co.facts.status) +
-                              (co.facts.error.empty() ? "" : ": " + co.facts.error);
-                e.detail["status"] = co.facts.status;
-                r.evidence.push_back(std::move(e));
-                add_class("launch-error");
+            if (launch_error(r, o, co)) {
                 ++failing;
                 break;
             }
@@ -229,7 +219,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 e.detail["violations"] = a.violations;
                 e.detail["call"] = call;
                 r.evidence.push_back(std::move(e));
-                add_class("operand-precision");
+                add_signature(r, "operand-precision");
                 ++failing;
                 failed = true;
             }
