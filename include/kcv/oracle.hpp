@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcv/tensor.hpp"
@@ -30,6 +31,12 @@ using OracleFn = void (*)(const OracleArgs&);
 // log_softmax, layernorm, rmsnorm, relu, gelu, silu, exp, log, sqrt, reciprocal, div, gather.
 OracleFn find_oracle(const std::string& name);
 std::vector<std::string> oracle_names();
+
+// An oracle that lives outside libkcv: "external:<runner>", e.g. "external:kernelbench" for a
+// KernelBench Model run in float64 by the Python package. Contracts may name one; the caller
+// that runs the probes computes y* with the runner, and libkcv's gates judge what it computed.
+inline constexpr std::string_view kExternalOraclePrefix = "external:";
+inline bool is_external_oracle(std::string_view name) { return name.starts_with(kExternalOraclePrefix); }
 
 // Convenience: widens inputs exactly, allocates outputs and scales of the given shapes, runs.
 void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,

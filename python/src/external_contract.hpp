@@ -10,12 +10,9 @@
 
 namespace kcv::py {
 
-constexpr const char* kExternalPrefix = "external:";
-
 bool external_oracle(const Contract& c);
 
-// Parses a contract document (JSON or TOML) and validates it. For an external oracle every
-// check of validate() runs except the lookup of the oracle in libkcv's table.
+// Parses a contract document (JSON or TOML) and validates it; validate() accepts external oracles.
 Contract read_contract(const std::string& text, const std::string& source);
 
 }  // namespace kcv::py

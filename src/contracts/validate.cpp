@@ -183,7 +183,12 @@ private:
     }
 
     void oracle_and_controls() const {
-        if (!find_oracle(c_.oracle)) {
+        if (is_external_oracle(c_.oracle)) {
+            const std::string runner = c_.oracle.substr(kExternalOraclePrefix.size());
+            if (!contracts::is_identifier(runner)) {
+                fail("oracle.name", "an external oracle needs a runner name after 'external:', got " + quote(c_.oracle));
+            }
+        } else if (!find_oracle(c_.oracle)) {
             contracts::Words known = oracle_names();
             fail("oracle.name", "unknown oracle " + quote(c_.oracle) + "; known oracles are " + contracts::join(known) +
                                     contracts::did_you_mean(c_.oracle, known));

@@ -76,6 +76,10 @@ void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
                 const std::vector<std::vector<int64_t>>& output_shapes,
                 std::vector<Tensor>& outputs, std::vector<Tensor>& scales) {
     const OracleFn fn = find_oracle(name);
+    if (fn == nullptr && is_external_oracle(name)) {
+        throw OracleError("oracle '" + name + "' runs outside libkcv: judge this contract through the caller that " +
+                          "provides its runner (for external:kernelbench, kcv verify --reference)");
+    }
     if (fn == nullptr) {
         std::string known;
         for (const std::string& n : oracle_names()) known += (known.empty() ? "" : ", ") + n;

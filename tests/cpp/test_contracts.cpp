@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kcv/contract.hpp"
+#include "kcv/oracle.hpp"
 
 namespace kcv {
 namespace {
@@ -428,6 +429,23 @@ TEST(ContractErrors, CrossReferences) {
                    {"outputs[0].tolerance.accumulator: the accumulator must be a floating-point dtype, not i32"});
     expect_message(error_of(edit(kBase, "[[inputs]]", "[[dims]]\nname = \"Z\"\nnominal = 2\n\n[[inputs]]"), true),
                    {"dims[3].name: dimension 'Z' is used by no shape and no k"});
+}
+
+TEST(ContractErrors, ExternalOraclesNeedARunnerAndRunOnlyThroughTheirCaller) {
+    Contract ok = parse_contract(edit(kBase, "name = \"matmul\"", "name = \"external:kernelbench\""), "x");
+    EXPECT_EQ(ok.oracle, "external:kernelbench");
+    EXPECT_NO_THROW(validate(ok));
+    expect_message(error_of(edit(kBase, "name = \"matmul\"", "name = \"external:\""), true),
+                   {"oracle.name: an external oracle needs a runner name after 'external:'"});
+    expect_message(error_of(edit(kBase, "name = \"matmul\"", "name = \"extern:kernelbench\""), true),
+                   {"oracle.name: unknown oracle 'extern:kernelbench'"});
+    std::vector<Tensor> outs, scales;
+    try {
+        run_oracle("external:kernelbench", {}, {}, {}, outs, scales);
+        FAIL() << "an external oracle ran inside libkcv";
+    } catch (const OracleError& e) {
+        EXPECT_NE(std::string(e.what()).find("runs outside libkcv"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ContractErrors, IndexInputs) {
