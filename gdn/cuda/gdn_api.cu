@@ -58,33 +58,17 @@ struct DeviceLauncher {
     }
 };
 
-template <int GATE, bool DELTA, class TI>
-int run_forward(const kcv_gdn_params& p, cudaStream_t s) {
-    DeviceLauncher launch{s};
-    return forward_sequence<GATE, DELTA, TI>(launch, p);
-}
-
-template <int GATE, bool DELTA, class TI>
-int run_backward(const kcv_gdn_params& p, cudaStream_t s) {
-    DeviceLauncher launch{s};
-    return backward_sequence<GATE, DELTA, TI>(launch, p);
-}
-
 template <class TI>
 int dispatch(const kcv_gdn_params& p, cudaStream_t s, bool backward) {
-    const int member = p.gate * 2 + p.delta;
-    switch (member) {
-        case 0: return backward ? run_backward<0, false, TI>(p, s) : run_forward<0, false, TI>(p, s);
-        case 2: return backward ? run_backward<1, false, TI>(p, s) : run_forward<1, false, TI>(p, s);
-        case 3: return backward ? run_backward<1, true, TI>(p, s) : run_forward<1, true, TI>(p, s);
-        case 4: return backward ? run_backward<2, false, TI>(p, s) : run_forward<2, false, TI>(p, s);
-        case 5: return backward ? run_backward<2, true, TI>(p, s) : run_forward<2, true, TI>(p, s);
-    }
-    return fail("no such member");
+    DeviceLauncher launch{s};
+    const int status = launch_member<TI>(launch, p, backward);
+    if (status != 0 && last_error.empty()) return fail("no such member");
+    return status;
 }
 
 int run(const kcv_gdn_params* p, void* stream, bool backward) {
     if (p == nullptr) return fail("null parameters");
+    last_error.clear();
     const std::string why = check(*p, backward);
     if (!why.empty()) return fail(why);
     if (p->workspace_bytes < kcv_gdn_workspace_bytes(p, backward ? 1 : 0))

@@ -110,10 +110,38 @@ __device__ __forceinline__ void sequence_extent(const Dims& d, int n, int& row0,
     }
 }
 
+// A float32 running sum with Kahan's compensation, as in gdn/cpu/gdn_chunked.cpp. Log decays are
+// summed this way: an exponent's absolute error is the decay factor's relative error, and a
+// plain running sum of 64 decays of size |γ| leaves about √64·u·|γ|.
+struct KahanSum {
+    float sum = 0.0f, carry = 0.0f;
+    __device__ __forceinline__ void add(float x) {
+        const float y = x - carry;
+        const float t = sum + y;
+        carry = (t - sum) - y;
+        sum = t;
+    }
+};
+
+// γ_t − γ_j = Σ_{j<s≤t} g_s for channel i of a C×GK tile of log decays, summed over the range
+// itself (Kahan) rather than taken as a difference of prefix sums, whose rounding grows with the
+// chunk's total decay; j = −1 gives the prefix γ_t bit for bit.
+__device__ __forceinline__ float log_decay_between(const float* g, int GK, int j, int t, int i) {
+    KahanSum acc;
+    for (int s = j + 1; s <= t; ++s) acc.add(g[s * GK + i]);
+    return acc.sum;
+}
+
+// x·e^γ as (x·e^{γ/2})·e^{γ/2}, given half = e^{γ/2}: a value carried out of the chunk (the
+// state, dS, the terms of dh0) keeps its significant bits where e^γ alone would be subnormal or
+// zero.
+__device__ __forceinline__ float decayed(float x, float half) { return (x * half) * half; }
+
 // Workspace: float32 arrays indexed by (slot, value head). GK is the gate width (K for a
 // per-channel gate, 1 otherwise).
 struct Workspace {
-    float* gamma;     // [slots][HV][C][GK]  inclusive cumulative log decay within the chunk
+    float* gamma;     // [slots][HV][C][GK]  inclusive cumulative log decay within the chunk (Kahan)
+    float* to_end;    // [slots][HV][C][GK]  e^{γ_C − γ_t}, the exponent summed over (t, C]
     float* P;         // [slots][HV][C][C]   tril(P)
     float* Tm;        // [slots][HV][C][C]   T = (I + A)⁻¹            (delta)
     float* W;         // [slots][HV][C][K]   W = T Λ(b ⊙ K)            (delta)
@@ -128,7 +156,7 @@ struct Workspace {
     float* dk_heads;
     int* chunk_offsets;   // [N + 1]
 };
-constexpr int kScratch = 6;   // dq̃, dk̃, dW, dR̃, dq, dk (see gdn_backward.cu)
+constexpr int kScratch = 8;   // dq̃, dk̃, dW, dR̃, dq, dk, and the anchored factors (see gdn_backward.cuh)
 
 inline size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
@@ -143,6 +171,7 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* bas
     const size_t sh = size_t(d.slots) * d.HV;
     const size_t GK = gate == 2 ? d.K : 1;
     w.gamma = take(sh * kChunk * GK);
+    w.to_end = take(sh * kChunk * GK);
     w.P = take(sh * kChunk * kChunk);
     w.Tm = take(sh * kChunk * kChunk);
     w.W = take(sh * kChunk * d.K);
@@ -165,12 +194,15 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* bas
 
 // Gated scores, the block-level form of gated_scores() in gdn/cpu/gdn_chunked.cpp:
 //   M_tj = Σ_i x_ti k_ji e^{γ_ti − γ_ji} for j ≤ t (j < t when strict), t, j < L; zero elsewhere.
-// x, k are C×K tiles and gam the C×GK cumulative decay, all in shared memory; M is C×C (shared
-// or global). A scalar gate factors out of the sum; a per-channel gate splits across
-// sub-chunks at the row sub-chunk's first token a, e^{γ_t − γ_a}·e^{γ_a − γ_j}, with both
-// factors staged in xa and ka (C×K shared scratch), so no exponent is positive.
+// x, k are C×K tiles and g the C×GK log decays of the chunk (zero past L), all in shared memory;
+// M is C×C (shared or global). Every exponent is a range sum of g (log_decay_between), never a
+// difference of prefix sums, and never positive. A scalar gate factors out of the sum over
+// channels, e^{γ_t − γ_j}·Σ_i x_ti k_ji. A per-channel gate splits across sub-chunks at the row
+// sub-chunk's first token a, e^{γ_t − γ_a}·e^{γ_a − γ_j}, with both factors applied to the
+// operands, staged in xa and ka (C×K shared scratch), so the cross-sub-chunk part is a plain
+// matrix product.
 template <int GATE>
-__device__ void gated_scores(const float* x, const float* k, const float* gam, int L, int K, bool strict, float* M,
+__device__ void gated_scores(const float* x, const float* k, const float* g, int L, int K, bool strict, float* M,
                              float* xa, float* ka) {
     const int tid = threadIdx.x, nt = blockDim.x;
     if constexpr (GATE != 2) {
@@ -180,7 +212,7 @@ __device__ void gated_scores(const float* x, const float* k, const float* gam, i
             if (t < L && j < L && (strict ? j < t : j <= t)) {
                 float acc = 0.0f;
                 for (int i = 0; i < K; ++i) acc += x[t * K + i] * k[j * K + i];
-                out = GATE == 1 ? acc * expf(gam[t] - gam[j]) : acc;
+                out = GATE == 1 ? acc * expf(log_decay_between(g, 1, j, t, 0)) : acc;
             }
             M[e] = out;
         }
@@ -192,11 +224,11 @@ __device__ void gated_scores(const float* x, const float* k, const float* gam, i
             const int end = min(L, a + kSub);
             for (int e = tid; e < (end - a) * K; e += nt) {
                 const int t = a + e / K, i = e % K;
-                xa[t * K + i] = x[t * K + i] * expf(gam[t * K + i] - gam[a * K + i]);
+                xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
             }
             for (int e = tid; e < a * K; e += nt) {
                 const int j = e / K, i = e % K;
-                ka[j * K + i] = k[j * K + i] * expf(gam[a * K + i] - gam[j * K + i]);
+                ka[j * K + i] = k[j * K + i] * expf(log_decay_between(g, K, j, a, i));
             }
             __syncthreads();
             for (int e = tid; e < (end - a) * kChunk; e += nt) {
@@ -207,7 +239,8 @@ __device__ void gated_scores(const float* x, const float* k, const float* gam, i
                     M[t * kChunk + j] = acc;
                 } else if (strict ? j < t : j <= t) {
                     float acc = 0.0f;
-                    for (int i = 0; i < K; ++i) acc += x[t * K + i] * k[j * K + i] * expf(gam[t * K + i] - gam[j * K + i]);
+                    for (int i = 0; i < K; ++i)
+                        acc += x[t * K + i] * k[j * K + i] * expf(log_decay_between(g, K, j, t, i));
                     M[t * kChunk + j] = acc;
                 }
             }
@@ -216,33 +249,85 @@ __device__ void gated_scores(const float* x, const float* k, const float* gam, i
     }
 }
 
-// Its adjoint: given dM on the same support (C×C, shared), writes the gradients of x and k into
-// gx, gk (C×K) and adds x ⊙ gx − k ⊙ gk to dgam (the anchor's contributions cancel; for a
-// scalar gate summed over channels into dgam[t]). Gradients of rows ≥ L are zero.
-template <int GATE>
-__device__ void gated_scores_backward(const float* dM, const float* x, const float* k, const float* gam, int L, int K,
-                                      bool strict, float* gx, float* gk, float* dgam) {
-    const int tid = threadIdx.x, nt = blockDim.x;
-    auto factor = [&](int t, int j, int i) {
-        if (GATE == 0) return 1.0f;
-        if (GATE == 1) return expf(gam[t] - gam[j]);
-        // Per channel: the anchored split where the forward used it.
-        const int a = (t / kSub) * kSub;
-        if (j < a) return expf(gam[t * K + i] - gam[a * K + i]) * expf(gam[a * K + i] - gam[j * K + i]);
-        return expf(gam[t * K + i] - gam[j * K + i]);
-    };
-    for (int e = tid; e < kChunk * K; e += nt) {
-        const int t = e / K, i = e % K;
-        float accx = 0.0f, acck = 0.0f;
-        if (t < L) {
-            // gx_t = Σ_j dM_tj k_j ⊙ factor(t, j); gk_t = Σ_s dM_st x_s ⊙ factor(s, t)
-            for (int j = 0; j < (strict ? t : t + 1); ++j) accx += dM[t * kChunk + j] * k[j * K + i] * factor(t, j, i);
-            for (int s = strict ? t + 1 : t; s < L; ++s) acck += dM[s * kChunk + t] * x[s * K + i] * factor(s, t, i);
-        }
-        gx[e] = accx;
-        gk[e] = acck;
+// The factors e^{γ_t − γ_j} of a scalar gate for j ≤ t < L (zero elsewhere) into F (C×C), each
+// exponent a range sum; gated_scores_backward reads them for GATE 1.
+__device__ inline void scalar_gate_factors(const float* g, int L, float* F) {
+    for (int e = threadIdx.x; e < kChunk * kChunk; e += blockDim.x) {
+        const int t = e / kChunk, j = e % kChunk;
+        F[e] = t < L && j <= t ? expf(log_decay_between(g, 1, j, t, 0)) : 0.0f;
     }
     __syncthreads();
+}
+
+// Its adjoint: given dM on the same support (C×C), writes the gradients of x and k into gx, gk
+// (C×K) and adds x ⊙ gx − k ⊙ gk to dgam (the anchor's contributions cancel; for a scalar gate
+// summed over channels into dgam[t]). Gradients of rows ≥ L are zero. F holds the scalar gate's
+// factors (GATE 1); xa, ea are C×K scratch (GATE 2). For a per-channel gate the sums run in the
+// order of gated_scores_backward() in gdn/cpu/gdn_chunked.cpp: per row sub-chunk with anchor a,
+//   gx_t = (Σ_{j<a} dM_tj k_j e^{γ_a−γ_j}) e^{γ_t−γ_a} + Σ_{a≤j≤t} dM_tj k_j e^{γ_t−γ_j},
+//   gk_j += dM_tj (x_t e^{γ_t−γ_a}) e^{γ_a−γ_j} (j < a),  dM_tj x_t e^{γ_t−γ_j} (a ≤ j ≤ t),
+// over t ascending; a thread owns one (j, i) of gk throughout, so its order is fixed.
+template <int GATE>
+__device__ void gated_scores_backward(const float* dM, const float* x, const float* k, const float* g, const float* F,
+                                      int L, int K, bool strict, float* gx, float* gk, float* dgam, float* xa,
+                                      float* ea) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    if constexpr (GATE != 2) {
+        auto factor = [&](int t, int j) { return GATE == 1 ? F[t * kChunk + j] : 1.0f; };
+        for (int e = tid; e < kChunk * K; e += nt) {
+            const int t = e / K, i = e % K;
+            float accx = 0.0f, acck = 0.0f;
+            if (t < L) {
+                for (int j = 0; j < (strict ? t : t + 1); ++j) accx += dM[t * kChunk + j] * k[j * K + i] * factor(t, j);
+                for (int s = strict ? t + 1 : t; s < L; ++s) acck += dM[s * kChunk + t] * x[s * K + i] * factor(s, t);
+            }
+            gx[e] = accx;
+            gk[e] = acck;
+        }
+        __syncthreads();
+    } else {
+        for (int e = tid; e < kChunk * K; e += nt) gx[e] = gk[e] = 0.0f;
+        __syncthreads();
+        for (int a = 0; a < L; a += kSub) {
+            const int end = min(L, a + kSub);
+            for (int e = tid; e < (end - a) * K; e += nt) {
+                const int t = a + e / K, i = e % K;
+                xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
+            }
+            for (int e = tid; e < a * K; e += nt) {
+                const int j = e / K, i = e % K;
+                ea[j * K + i] = expf(log_decay_between(g, K, j, a, i));
+            }
+            __syncthreads();
+            for (int e = tid; e < (end - a) * K; e += nt) {
+                const int t = a + e / K, i = e % K;
+                float anchored = 0.0f;
+                for (int j = 0; j < a; ++j) anchored += dM[t * kChunk + j] * (k[j * K + i] * ea[j * K + i]);
+                float acc = gx[t * K + i];
+                acc += anchored * expf(log_decay_between(g, K, a, t, i));
+                for (int j = a; j < (strict ? t : t + 1); ++j)
+                    acc += dM[t * kChunk + j] * k[j * K + i] * expf(log_decay_between(g, K, j, t, i));
+                gx[t * K + i] = acc;
+            }
+            for (int e = tid; e < end * K; e += nt) {
+                const int j = e / K, i = e % K;
+                float acc = gk[e];
+                if (j < a) {
+                    for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
+                } else {
+                    // exponents over (j, t] for t = j, j + 1, …: one running Kahan sum, the same
+                    // bits as summing each range afresh.
+                    KahanSum range;
+                    for (int t = j; t < end; ++t) {
+                        if (t > j) range.add(g[t * K + i]);
+                        if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * expf(range.sum);
+                    }
+                }
+                gk[e] = acc;
+            }
+            __syncthreads();
+        }
+    }
     if (GATE == 2) {
         for (int e = tid; e < L * K; e += nt) dgam[e] += x[e] * gx[e] - k[e] * gk[e];
     } else if (GATE == 1) {

@@ -11,6 +11,8 @@
  *   g, dg: gate 1 [B,T,HV], gate 2 [B,T,HV,K], float32 log decay (<= 0);
  *   beta, dbeta [B,T,HV]; h0, ht, dht, dh0 [N,HV,K,V] float32.
  * dtype (0 float32, 1 bfloat16, 2 float16) applies to q, k, v, beta, do, o, dq, dk, dv, dbeta.
+ * With cu_seqlens (B = 1) sequence n is tokens [cu[n], cu[n+1]), possibly empty, and h0, ht, dht,
+ * dh0 hold one state per sequence.
  * Limits: K, V <= 128 (shared-memory tiles), any T, B; with cu_seqlens B = 1.
  */
 #ifndef KCV_GDN_CUDA_H
@@ -29,7 +31,8 @@ typedef struct kcv_gdn_params {
     int32_t dtype;   /* 0 float32, 1 bfloat16, 2 float16 */
     int64_t B, T, H, HV, K, V;
     int64_t N;                     /* sequences: B, or len(cu_seqlens) - 1 */
-    const int64_t* cu_seqlens;     /* device pointer, N + 1 offsets, or NULL */
+    const int64_t* cu_seqlens;     /* device pointer, N + 1 offsets non-decreasing from 0 to T
+                                      (never read by the host, so not checked), or NULL */
     float scale;
     /* forward */
     const void* q;

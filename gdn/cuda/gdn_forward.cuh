@@ -9,9 +9,14 @@
 // the state scan S_next = Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ with Δ = U − W S, sequential over the
 // chunks of a sequence and parallel over 16-column slices of V [state_scan]; and the outputs
 // O = scale·[(Q ⊙ e^γ) S + tril(P) Δ] [chunk_output, all chunks in parallel].
-// Layout: gdn_cuda.h. Limits: K, V <= 128. Every element is one thread's sequential float32
-// sum in a fixed order, so results are bitwise reproducible; no atomics. Scalar FMA tiles, not
-// yet tensor cores (wgmma) or TMA.
+// Layout: gdn_cuda.h; with cu_seqlens (B = 1) sequence n is tokens [cu[n], cu[n+1]), its chunks
+// never straddle a boundary, and each block finds its chunk on the device (locate_chunk).
+// Precision as gdn/cpu/gdn_chunked.cpp: log decays summed with Kahan's compensation, every
+// exponent γ_t − γ_j a sum over its own range of g, and the decay of a value carried out of the
+// chunk applied last and by halves (docs/gdn.md says why each is needed).
+// Limits: K, V <= 128. Every element is one thread's sequential float32 sum in a fixed order, so
+// results are bitwise reproducible; no atomics. Scalar FMA tiles, not yet tensor cores (wgmma) or
+// TMA.
 #pragma once
 
 #include "gdn_common.cuh"
@@ -40,18 +45,16 @@ __global__ void chunk_offsets_kernel(const int64_t* cu, int N, int* offsets) {
     }
 }
 
-// Cumulative log decay of one chunk into gam (C×GK, zero past L).
+// The log decays of one chunk into g_s (C×GK, zero past L), then a barrier (for every gate kind,
+// so that tiles loaded before it are complete too).
 template <int GATE>
-__device__ void chunk_gamma(const float* g, const ChunkPos& c, int HV, int hv, int K, float* gam) {
-    if (GATE == 0) return;
+__device__ void load_gate(const float* g, const ChunkPos& c, int HV, int hv, int K, float* g_s) {
     const int GK = GATE == 2 ? K : 1;
-    for (int i = threadIdx.x; i < GK; i += blockDim.x) {
-        float run = 0.0f;
-        for (int t = 0; t < kChunk; ++t) {
-            if (t < c.L) run += g[(size_t(c.row0 + t) * HV + hv) * GK + i];
-            gam[t * GK + i] = t < c.L ? run : 0.0f;
+    if (GATE != 0)
+        for (int e = threadIdx.x; e < kChunk * GK; e += blockDim.x) {
+            const int t = e / GK, i = e % GK;
+            g_s[e] = t < c.L ? g[(size_t(c.row0 + t) * HV + hv) * GK + i] : 0.0f;
         }
-    }
     __syncthreads();
 }
 
@@ -62,6 +65,8 @@ __device__ __forceinline__ float gamma_at(const float* gam, int t, int i, int K)
     return gam[t * K + i];
 }
 
+// Per chunk and value head: γ (Kahan prefix sums) and e^{γ_C − γ_t} (range sums) into the
+// workspace, tril(P), and for the delta members A (rows β ⊙ k), T = (I + A)⁻¹, W and U.
 template <int GATE, bool DELTA, class TI>
 __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, ForwardArgs a) {
     ChunkPos c;
@@ -69,9 +74,10 @@ __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, 
     const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int GK = GATE == 2 ? K : 1;
     float* const smem = shared_floats();
-    float* q_s = smem;                        // C×K
+    float* q_s = smem;                        // C×K: Q, then β ⊙ K (delta)
     float* k_s = q_s + kChunk * K;            // C×K
-    float* gam_s = k_s + kChunk * K;          // C×GK
+    float* g_s = k_s + kChunk * K;            // C×GK log decays
+    float* gam_s = g_s + kChunk * GK;         // C×GK
     float* xa_s = gam_s + kChunk * GK;        // C×K (per-channel gate)
     float* ka_s = xa_s + kChunk * K;          // C×K (per-channel gate)
     float* A_s = ka_s + kChunk * K;           // C×C
@@ -80,19 +86,33 @@ __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, 
 
     load_tile(static_cast<const TI*>(a.q), c.row0, c.L, d.H, h, K, q_s);
     load_tile(static_cast<const TI*>(a.k), c.row0, c.L, d.H, h, K, k_s);
-    chunk_gamma<GATE>(a.g, c, d.HV, hv, K, gam_s);
-    __syncthreads();
-    if (GATE != 0)
+    load_gate<GATE>(a.g, c, d.HV, hv, K, g_s);
+    if (GATE != 0) {
+        for (int i = tid; i < GK; i += nt) {
+            KahanSum run;
+            for (int t = 0; t < kChunk; ++t) {
+                if (t < c.L) run.add(g_s[t * GK + i]);
+                gam_s[t * GK + i] = t < c.L ? run.sum : 0.0f;
+            }
+        }
+        for (int e = tid; e < kChunk * GK; e += nt) {
+            const int t = e / GK, i = e % GK;
+            w.to_end[sh * kChunk * GK + e] = t < c.L ? expf(log_decay_between(g_s, GK, t, c.L - 1, i)) : 0.0f;
+        }
+        __syncthreads();
         for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
-    gated_scores<GATE>(q_s, k_s, gam_s, c.L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s);
+    }
+    gated_scores<GATE>(q_s, k_s, g_s, c.L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s);
     if (!DELTA) return;
 
     const TI* beta = static_cast<const TI*>(a.beta);
     auto beta_at = [&](int t) { return to_float(beta[size_t(c.row0 + t) * d.HV + hv]); };
-    // A_tj = β_t · (k_t, k_j gated), strictly lower.
-    gated_scores<GATE>(k_s, k_s, gam_s, c.L, K, true, A_s, xa_s, ka_s);
-    for (int e = tid; e < c.L * kChunk; e += nt) A_s[e] *= beta_at(e / kChunk);
+    // A_tj = ((β_t k_t), k_j gated), strictly lower: β enters the row operand before the sum, as
+    // on the CPU.
+    float* bk_s = q_s;
+    for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < c.L ? beta_at(e / K) * k_s[e] : 0.0f;
     __syncthreads();
+    gated_scores<GATE>(bk_s, k_s, g_s, c.L, K, true, A_s, xa_s, ka_s);
     // T = (I + A)⁻¹ by forward substitution: row t of T is e_t − Σ_{j<t} A_tj T_j.
     for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = 0.0f;
     __syncthreads();
@@ -110,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, 
         const int t = e / K, i = e % K;
         float acc = 0.0f;
         for (int j = 0; j <= t && t < c.L; ++j)
-            acc += T_s[t * kChunk + j] * (expf(gamma_at<GATE>(gam_s, j, i, K)) * (beta_at(j) * k_s[j * K + i]));
+            acc += T_s[t * kChunk + j] * (expf(gamma_at<GATE>(gam_s, j, i, K)) * bk_s[j * K + i]);
         w.W[sh * kChunk * K + e] = acc;
     }
     const TI* v = static_cast<const TI*>(a.v);
@@ -125,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, 
 
 inline size_t prepare_smem_bytes(int K, int gate) {
     const int GK = gate == 2 ? K : 1;
-    return sizeof(float) * (size_t(kChunk) * K * 4 + size_t(kChunk) * GK + 2 * kChunk * kChunk);
+    return sizeof(float) * (size_t(kChunk) * K * 4 + 2 * size_t(kChunk) * GK + 2 * kChunk * kChunk);
 }
 
 // The state scan over the chunks of one sequence, for one value head and a slice of 16 value
@@ -140,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, Forw
     float* W_s = S_s + K * kScanCols;        // C×K
     float* kt_s = W_s + kChunk * K;          // C×K
     float* D_s = kt_s + kChunk * K;          // C×16
-    float* dec_s = D_s + kChunk * kScanCols; // K
+    float* dec_s = D_s + kChunk * kScanCols; // K: e^{γ_C / 2}
     int row0, length, first_slot, chunks;
     sequence_extent(d, n, row0, length, first_slot, chunks);
 
@@ -155,6 +175,7 @@ __global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, Forw
         const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
         const size_t sh = size_t(slot) * d.HV + hv;
         const float* gam = w.gamma + sh * kChunk * GK;
+        const float* to_end = w.to_end + sh * kChunk * GK;
         for (int e = tid; e < K * VS; e += nt) {
             const int i = e / VS, col = e % VS;
             w.states[(sh * K + i) * V + v0 + col] = S_s[i * kScanCols + col];
@@ -162,11 +183,11 @@ __global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, Forw
         for (int e = tid; e < kChunk * K; e += nt) {
             const int t = e / K, i = e % K;
             kt_s[e] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) *
-                                  expf(gamma_at<GATE>(gam, L - 1, i, K) - gamma_at<GATE>(gam, t, i, K))
+                                  (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f)
                             : 0.0f;
             if (DELTA) W_s[e] = w.W[sh * kChunk * K + e];
         }
-        for (int i = tid; i < K; i += nt) dec_s[i] = expf(gamma_at<GATE>(gam, L - 1, i, K));
+        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         for (int e = tid; e < L * VS; e += nt) {
@@ -187,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, Forw
             const int i = e / VS, col = e % VS;
             float acc = 0.0f;
             for (int t = 0; t < L; ++t) acc += kt_s[t * K + i] * D_s[t * kScanCols + col];
-            S_s[i * kScanCols + col] = dec_s[i] * S_s[i * kScanCols + col] + acc;
+            S_s[i * kScanCols + col] = decayed(S_s[i * kScanCols + col], dec_s[i]) + acc;
         }
         __syncthreads();
     }

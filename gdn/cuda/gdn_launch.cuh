@@ -60,13 +60,27 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     if (prepare_and_scan<GATE, DELTA, TI>(launch, p, d, w, fa)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
     if (launch(reverse_scan<GATE, DELTA, TI>, dim3(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols),
-               reverse_scan_smem_bytes(d.K), "reverse_scan", d, w, ba))
+               reverse_scan_smem_bytes(d.K, GATE), "reverse_scan", d, w, ba))
         return 1;
     if (launch(chunk_grad<GATE, DELTA, TI>, dim3(d.slots, d.HV), grad_smem_bytes(d.K, GATE), "chunk_grad", d, w, ba))
         return 1;
     const size_t total = size_t(d.B) * d.T * d.H * d.K;
     const size_t blocks = std::min<size_t>((total + kThreads - 1) / kThreads, 65535);
     return launch(group_sum<TI>, dim3(static_cast<unsigned>(blocks)), 0, "group_sum", d, w, ba);
+}
+
+// The forward or the backward of the member p names (gate kind × delta) for input dtype TI;
+// 1 for a combination that is not a member.
+template <class TI, class Launcher>
+int launch_member(Launcher& launch, const kcv_gdn_params& p, bool backward) {
+    switch (p.gate * 2 + p.delta) {
+        case 0: return backward ? backward_sequence<0, false, TI>(launch, p) : forward_sequence<0, false, TI>(launch, p);
+        case 2: return backward ? backward_sequence<1, false, TI>(launch, p) : forward_sequence<1, false, TI>(launch, p);
+        case 3: return backward ? backward_sequence<1, true, TI>(launch, p) : forward_sequence<1, true, TI>(launch, p);
+        case 4: return backward ? backward_sequence<2, false, TI>(launch, p) : forward_sequence<2, false, TI>(launch, p);
+        case 5: return backward ? backward_sequence<2, true, TI>(launch, p) : forward_sequence<2, true, TI>(launch, p);
+    }
+    return 1;
 }
 
 }  // namespace kcv::gdn::cuda

@@ -15,7 +15,8 @@
 #include <thread>
 #include <vector>
 
-#define __global__
+// inline: a kernel that is not a template may be defined in several translation units.
+#define __global__ inline
 #define __device__
 #define __host__
 #define __forceinline__ inline
@@ -74,6 +75,21 @@ void launch(Kernel kernel, dim3 grid, unsigned threads, Args... args) {
                 for (auto& th : pool) th.join();
             }
 }
+
+// The Launcher of gdn_launch.cuh for the host: runs each kernel through launch() with fewer
+// threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
+// with fewer host threads per block); refuses a block needing more shared memory than Hopper has.
+struct HostLauncher {
+    unsigned threads = 32;
+
+    template <class Kernel, class... Args>
+    int operator()(Kernel kernel, dim3 grid, size_t smem, const char*, Args... args) {
+        if (smem > sizeof(shared_memory)) return 1;
+        if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
+        launch(kernel, grid, threads, args...);
+        return 0;
+    }
+};
 
 }  // namespace kcv::gdn::cuda::emulation
 

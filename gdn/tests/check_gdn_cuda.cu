@@ -331,6 +331,10 @@ int main(int argc, char** argv) {
             cases.push_back({n + "/B2T130H2HV4K128", m, dt, kcv::gdn::Shape{2, 130, 2, 4, 128, 128, {}}});
         }
         cases.push_back({n + "/varlen-K128", m, 1, kcv::gdn::Shape{1, 400, 1, 2, 128, 128, {0, 1, 63, 64, 65, 129, 400}}});
+        // Many short sequences, two empty, in float32 so the ratios show the kernels' own error.
+        cases.push_back({n + "/varlen-many-short", m, 0,
+                         kcv::gdn::Shape{1, 130, 2, 4, 64, 64, {0, 2, 2, 3, 8, 11, 19, 20, 21, 28, 32, 38, 40, 49, 50,
+                                                               53, 53, 58, 60, 61, 65, 129, 130}}});
         cases.push_back({n + "/K64V32-T200", m, 0, kcv::gdn::Shape{1, 200, 2, 2, 64, 32, {}}});
         if (m.gate != GateKind::none) {
             cases.push_back({n + "/strong-decay", m, 0, kcv::gdn::Shape{1, 150, 1, 1, 128, 128, {}}, -8.0, -2.0});

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <cstring>
@@ -17,6 +18,10 @@
 // The chunked implementation is not part of libkcv (the oracle is), so it is compiled here.
 #include "../../gdn/cpu/gdn_chunked.cpp"
 #include "../../gdn/oracle/gdn_oracle.hpp"
+// The CUDA kernels' source on host threads, to compare with the chunked implementation here,
+// the one file that compiles both.
+#define KCV_GDN_HOST_EMULATION 1
+#include "../../gdn/cuda/gdn_launch.cuh"
 
 namespace {
 
@@ -226,6 +231,76 @@ TEST(GdnChunked, NanInALaterTokenNeverReachesAnEarlierOne) {
         for (int t = 0; t < 40; ++t)
             for (int j = 0; j < 8; ++j) ASSERT_TRUE(std::isfinite(o[t * 8 + j])) << kcv::gdn::member_name(m) << " t=" << t;
         EXPECT_TRUE(std::isnan(o[40 * 8 + 3]));
+    }
+}
+
+// The CUDA kernels compute this file's algorithm, not merely results within the error model:
+// their float32 specialisations, run on the host (the same operations in the same order, no
+// contraction), give the chunked implementation's bits for every output of the members whose
+// gate is none or per channel, forward and backward, varlen included. The scalar gate is the one
+// intended difference: the kernels factor e^{γ_t − γ_j} out of the sum over channels, the CPU
+// treats it as equal channels, so SSD and Gated DeltaNet agree only within the error model
+// (tests/cpp/test_gdn_cuda_emulated.cpp).
+TEST(GdnChunked, EqualsTheEmulatedCudaKernelsBitForBit) {
+    uint32_t seed = 1100;
+    for (Member m : {kcv::gdn::kLinearAttention, kcv::gdn::kGla, kcv::gdn::kKda}) {
+        for (const Shape& shape : {Shape{1, 230, 1, 2, 16, 16, {0, 1, 65, 129, 229, 229, 230}},
+                                   Shape{2, 70, 2, 2, 8, 20, {}}}) {
+            const Case c{kcv::gdn::member_name(m), m, shape, true, true, -2.0, 0.0};
+            const Problem p{m, shape, 0.25};
+            const Inputs in = draw(p, c, ++seed);
+            const Shape& s = shape;
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            std::vector<float> o(s.v_size(), nan), ht(s.state_size(), nan), dq(s.qk_size(), nan),
+                dk(s.qk_size(), nan), dv(s.v_size(), nan), dg(s.g_size(m.gate), nan), db(s.beta_size(), nan),
+                dh0(s.state_size(), nan);
+            auto co = o, cht = ht, cdq = dq, cdk = dk, cdv = dv, cdg = dg, cdb = db, cdh0 = dh0;
+            kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                               in.h0.data(), co.data(), cht.data()});
+            kcv::gdn::cpu::BackwardArgs cb{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                           in.h0.data(), in.d_o.data(), in.dht.data(), cdq.data(), cdk.data(),
+                                           cdv.data(), cdg.data(), cdb.data(), cdh0.data()};
+            kcv::gdn::cpu::chunked_backward(p, cb);
+
+            kcv_gdn_params kp{};
+            kp.gate = int32_t(m.gate);
+            kp.delta = m.delta;
+            kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
+            kp.N = s.sequences();
+            kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
+            kp.scale = 0.25f;
+            kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.g = in.g.data(); kp.beta = in.beta.data();
+            kp.h0 = in.h0.data(); kp.o = o.data(); kp.ht = ht.data(); kp.d_o = in.d_o.data(); kp.dht = in.dht.data();
+            kp.dq = dq.data(); kp.dk = dk.data(); kp.dv = dv.data(); kp.dg = dg.data(); kp.dbeta = db.data();
+            kp.dh0 = dh0.data();
+            kcv::gdn::cuda::Workspace layout{};
+            std::vector<float> ws(kcv::gdn::cuda::layout_workspace(kcv::gdn::cuda::make_dims(kp), true, kp.gate,
+                                                                   nullptr, layout) / sizeof(float) + 64, nan);
+            kp.workspace = ws.data();
+            kp.workspace_bytes = ws.size() * sizeof(float);
+            kcv::gdn::cuda::emulation::HostLauncher launch;
+            ASSERT_EQ(kcv::gdn::cuda::launch_member<float>(launch, kp, false), 0);
+            ASSERT_EQ(kcv::gdn::cuda::launch_member<float>(launch, kp, true), 0);
+
+            std::vector<std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>> outputs = {
+                {"o", &o, &co}, {"ht", &ht, &cht}, {"dq", &dq, &cdq}, {"dk", &dk, &cdk}, {"dv", &dv, &cdv},
+                {"dh0", &dh0, &cdh0}};
+            if (m.gate != GateKind::none) outputs.push_back({"dg", &dg, &cdg});
+            if (m.delta) outputs.push_back({"dbeta", &db, &cdb});
+            for (const auto& [name, kernel, cpu] : outputs) {
+                bool nonzero = false;
+                for (size_t i = 0; i < cpu->size(); ++i) {
+                    uint32_t a, b;
+                    std::memcpy(&a, &(*kernel)[i], 4);
+                    std::memcpy(&b, &(*cpu)[i], 4);
+                    ASSERT_TRUE(std::isfinite((*cpu)[i])) << c.name << " seed " << seed << " " << name << "[" << i << "]";
+                    ASSERT_EQ(a, b) << c.name << " B=" << s.B << " seed " << seed << ": " << name << "[" << i
+                                    << "] kernels " << (*kernel)[i] << ", CPU " << (*cpu)[i];
+                    nonzero |= (*cpu)[i] != 0.0f;
+                }
+                EXPECT_TRUE(nonzero) << c.name << " " << name;
+            }
+        }
     }
 }
 

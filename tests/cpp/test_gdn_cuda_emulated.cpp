@@ -3,6 +3,12 @@
 // contracts' error model. It exercises the kernels' indexing, masking, chunk layout (varlen,
 // partial chunks, grouped heads) and barriers on a machine without a GPU; the GPU itself runs
 // the same launch sequence (gdn/cuda/gdn_launch.cuh) through gdn/tests/check_gdn_cuda.cu.
+//
+// Error model (GATES.md, docs/gdn.md): |y − y*| ≤ c·u·√K_i·s_i + u·|y*| + ulp(min normal), c = 4,
+// u = 2^-24, s_i the oracle's magnitude scale and K_i the products summed into the element: an
+// output of sequence n sums over that sequence's L_n tokens and over a head dimension, so
+// K_i = L_n·K (o, ht, dv, dg, dbeta, dh0) or L_n·V (dq, dk). With B sequences of T tokens L_n = T,
+// as the contracts declare; with cu_seqlens each sequence has its own, smaller L_n.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,61 +26,64 @@ namespace {
 
 using kcv::gdn::GateKind;
 using kcv::gdn::Member;
+using kcv::gdn::Problem;
+using kcv::gdn::Shape;
 namespace cu = kcv::gdn::cuda;
 
-struct HostLauncher {
-    template <class Kernel, class... Args>
-    int operator()(Kernel kernel, dim3 grid, size_t smem, const char*, Args... args) {
-        if (smem > sizeof(cu::emulation::shared_memory)) return 1;
-        if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
-        // Fewer threads than on the GPU: the kernels stride over blockDim, and the emulation runs
-        // faster with fewer host threads per block.
-        cu::emulation::launch(kernel, grid, 32, args...);
-        return 0;
-    }
-};
+using HostLauncher = cu::emulation::HostLauncher;
 
 struct Case {
     std::string name;
     Member member;
-    kcv::gdn::Shape shape;
+    Shape shape;
+    bool h0 = true, dht = true;
+    double g_lo = -1.0, g_hi = 0.0;   // log decay drawn from U(g_lo, g_hi)
 };
 
-double ratio(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<double>& s, double k) {
-    const double u = 0x1p-24, tiny = std::numeric_limits<float>::min() * 0x1p-23;
-    double r = 0.0;
-    for (size_t i = 0; i < y.size(); ++i) {
-        const double e = std::abs(double(y[i]) - ref[i]) / (4.0 * u * std::sqrt(k) * s[i] + u * std::abs(ref[i]) + tiny);
-        if (!(e == e)) return std::numeric_limits<double>::quiet_NaN();
-        r = std::max(r, e);
-    }
-    return r;
-}
+struct Inputs {
+    std::vector<float> q, k, v, g, beta, h0, d_o, dht;
+};
 
-void run_case(const Case& c, uint32_t seed) {
-    const kcv::gdn::Shape& s = c.shape;
-    const kcv::gdn::Problem p{c.member, s, 1.0 / std::sqrt(double(s.K))};
+Inputs draw(const Case& c, uint32_t seed) {
+    const Shape& s = c.shape;
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> n01(0.0, 1.0);
     std::uniform_real_distribution<double> u01(0.0, 1.0);
-    auto draw = [&](int64_t n, auto gen) {
-        std::vector<float> x(n);
+    auto fill = [&](std::vector<float>& x, int64_t n, auto gen) {
+        x.resize(n);
         for (auto& e : x) e = float(gen());
-        return x;
     };
     const double ks = 1.0 / std::sqrt(double(s.K));
-    const auto q = draw(s.qk_size(), [&] { return n01(rng); });
-    const auto k = draw(s.qk_size(), [&] { return ks * n01(rng); });
-    const auto v = draw(s.v_size(), [&] { return n01(rng); });
-    const auto g = draw(s.g_size(c.member.gate), [&] { return -u01(rng); });
-    const auto beta = draw(s.beta_size(), [&] { return u01(rng); });
-    const auto h0 = draw(s.state_size(), [&] { return n01(rng); });
-    const auto d_o = draw(s.v_size(), [&] { return n01(rng); });
-    const auto dht = draw(s.state_size(), [&] { return n01(rng); });
+    Inputs in;
+    fill(in.q, s.qk_size(), [&] { return n01(rng); });
+    fill(in.k, s.qk_size(), [&] { return ks * n01(rng); });
+    fill(in.v, s.v_size(), [&] { return n01(rng); });
+    fill(in.g, s.g_size(c.member.gate), [&] { return c.g_lo + (c.g_hi - c.g_lo) * u01(rng); });
+    fill(in.beta, s.beta_size(), [&] { return u01(rng); });
+    fill(in.h0, s.state_size(), [&] { return n01(rng); });
+    fill(in.d_o, s.v_size(), [&] { return n01(rng); });
+    fill(in.dht, s.state_size(), [&] { return n01(rng); });
+    return in;
+}
 
+struct Outputs {
+    std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
+};
+
+// Forward, then backward, through the emulated kernels, on the float32 specialisation. Outputs
+// and workspace start as NaN, so an element the kernels never write cannot pass a comparison.
+Outputs run_kernels(const Case& c, const Inputs& in) {
+    const Shape& s = c.shape;
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> o(s.v_size(), nan), ht(s.state_size(), nan), dq(s.qk_size(), nan), dk(s.qk_size(), nan),
-        dv(s.v_size(), nan), dg(s.g_size(c.member.gate), nan), dbeta(s.beta_size(), nan), dh0(s.state_size(), nan);
+    Outputs out;
+    out.o.assign(s.v_size(), nan);
+    out.ht.assign(s.state_size(), nan);
+    out.dq.assign(s.qk_size(), nan);
+    out.dk.assign(s.qk_size(), nan);
+    out.dv.assign(s.v_size(), nan);
+    out.dg.assign(s.g_size(c.member.gate), nan);
+    out.dbeta.assign(s.beta_size(), nan);
+    out.dh0.assign(s.state_size(), nan);
     kcv_gdn_params kp{};
     kp.gate = static_cast<int32_t>(c.member.gate);
     kp.delta = c.member.delta;
@@ -82,68 +91,272 @@ void run_case(const Case& c, uint32_t seed) {
     kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
     kp.N = s.sequences();
     kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
-    kp.scale = float(p.scale);
-    kp.q = q.data(); kp.k = k.data(); kp.v = v.data(); kp.g = g.data(); kp.beta = beta.data(); kp.h0 = h0.data();
-    kp.o = o.data(); kp.ht = ht.data();
-    kp.d_o = d_o.data(); kp.dht = dht.data();
-    kp.dq = dq.data(); kp.dk = dk.data(); kp.dv = dv.data(); kp.dg = dg.data(); kp.dbeta = dbeta.data();
-    kp.dh0 = dh0.data();
+    kp.scale = float(1.0 / std::sqrt(double(s.K)));
+    kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.g = in.g.data(); kp.beta = in.beta.data();
+    kp.h0 = c.h0 ? in.h0.data() : nullptr;
+    kp.o = out.o.data(); kp.ht = out.ht.data();
+    kp.d_o = in.d_o.data(); kp.dht = c.dht ? in.dht.data() : nullptr;
+    kp.dq = out.dq.data(); kp.dk = out.dk.data(); kp.dv = out.dv.data(); kp.dg = out.dg.data();
+    kp.dbeta = out.dbeta.data(); kp.dh0 = out.dh0.data();
     cu::Workspace layout{};
     const size_t bytes = cu::layout_workspace(cu::make_dims(kp), true, kp.gate, nullptr, layout);
     std::vector<float> ws(bytes / sizeof(float) + 64, nan);
     kp.workspace = ws.data();
     kp.workspace_bytes = ws.size() * sizeof(float);
     HostLauncher launch;
-    const int member = int(c.member.gate) * 2 + c.member.delta;
-    auto run = [&](bool backward) {
-        switch (member) {
-            case 0: return backward ? cu::backward_sequence<0, false, float>(launch, kp) : cu::forward_sequence<0, false, float>(launch, kp);
-            case 2: return backward ? cu::backward_sequence<1, false, float>(launch, kp) : cu::forward_sequence<1, false, float>(launch, kp);
-            case 3: return backward ? cu::backward_sequence<1, true, float>(launch, kp) : cu::forward_sequence<1, true, float>(launch, kp);
-            case 4: return backward ? cu::backward_sequence<2, false, float>(launch, kp) : cu::forward_sequence<2, false, float>(launch, kp);
-            default: return backward ? cu::backward_sequence<2, true, float>(launch, kp) : cu::forward_sequence<2, true, float>(launch, kp);
-        }
-    };
-    ASSERT_EQ(run(false), 0) << c.name;
-    ASSERT_EQ(run(true), 0) << c.name;
+    auto run = [&](bool backward) { return cu::launch_member<float>(launch, kp, backward); };
+    EXPECT_EQ(run(false), 0) << c.name << ": forward launch sequence failed";
+    EXPECT_EQ(run(true), 0) << c.name << ": backward launch sequence failed";
+    return out;
+}
 
-    auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-    const auto qd = widen(q), kd = widen(k), vd = widen(v), gd = widen(g), bd = widen(beta), h0d = widen(h0),
-               dod = widen(d_o), dhtd = widen(dht);
+// Tokens of the sequence each token row belongs to, and of each sequence.
+struct SequenceLengths {
+    std::vector<double> of_row, of_seq;
+    explicit SequenceLengths(const Shape& s) {
+        of_row.assign(size_t(s.B * s.T), 0.0);
+        for (const kcv::gdn::Span& sp : kcv::gdn::sequence_spans(s)) {
+            of_seq.push_back(double(sp.length));
+            for (int64_t t = 0; t < sp.length; ++t) of_row[size_t(sp.batch * s.T + sp.start + t)] = double(sp.length);
+        }
+    }
+};
+
+// The largest |y − y*| / τ over an output whose element i sums K(i) products; NaN if any element
+// is NaN (unwritten).
+template <class AccumulationLength>
+double ratio(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<double>& s,
+             AccumulationLength K) {
+    const double u = 0x1p-24, c = 4.0, tiny = std::numeric_limits<float>::min() * 0x1p-23;
+    double r = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        const double e = std::abs(double(y[i]) - ref[i]) / (c * u * std::sqrt(K(i)) * s[i] + u * std::abs(ref[i]) + tiny);
+        if (!(e == e)) return std::numeric_limits<double>::quiet_NaN();
+        r = std::max(r, e);
+    }
+    return r;
+}
+
+std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+struct Ratios {
+    std::vector<std::pair<std::string, double>> r;
+    std::string str() const {
+        std::string line;
+        for (auto& [n, x] : r) line += n + "=" + std::to_string(x) + " ";
+        return line;
+    }
+};
+
+Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out) {
+    const Shape& s = c.shape;
+    const Problem p{c.member, s, 1.0 / std::sqrt(double(s.K))};
+    const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
+               h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);
     std::vector<double> ro(s.v_size()), ros(s.v_size()), rht(s.state_size()), rhts(s.state_size());
-    kcv::gdn::forward(p, {qd.data(), kd.data(), vd.data(), gd.data(), bd.data(), h0d.data(), ro.data(), rht.data(),
-                          ros.data(), rhts.data()});
+    kcv::gdn::forward(p, {q.data(), k.data(), v.data(), g.data(), beta.data(), c.h0 ? h0.data() : nullptr, ro.data(),
+                          rht.data(), ros.data(), rhts.data()});
     std::vector<double> rdq(s.qk_size()), rdk(s.qk_size()), rdv(s.v_size()), rdg(s.g_size(c.member.gate)),
         rdb(s.beta_size()), rdh0(s.state_size());
     auto sdq = rdq, sdk = rdk, sdv = rdv, sdg = rdg, sdb = rdb, sdh0 = rdh0;
     kcv::gdn::BackwardArgs ba;
-    ba.q = qd.data(); ba.k = kd.data(); ba.v = vd.data(); ba.g = gd.data(); ba.beta = bd.data(); ba.h0 = h0d.data();
-    ba.d_o = dod.data(); ba.dht = dhtd.data();
+    ba.q = q.data(); ba.k = k.data(); ba.v = v.data(); ba.g = g.data(); ba.beta = beta.data();
+    ba.h0 = c.h0 ? h0.data() : nullptr; ba.d_o = d_o.data(); ba.dht = c.dht ? dht.data() : nullptr;
     ba.dq = rdq.data(); ba.dk = rdk.data(); ba.dv = rdv.data(); ba.dg = rdg.data(); ba.dbeta = rdb.data();
     ba.dh0 = rdh0.data(); ba.dq_scale = sdq.data(); ba.dk_scale = sdk.data(); ba.dv_scale = sdv.data();
     ba.dg_scale = sdg.data(); ba.dbeta_scale = sdb.data(); ba.dh0_scale = sdh0.data();
     kcv::gdn::backward(p, ba);
 
-    const double TK = double(s.T * s.K), TV = double(s.T * s.V);
-    std::vector<std::pair<std::string, double>> r = {
-        {"o", ratio(o, ro, ros, TK)},     {"ht", ratio(ht, rht, rhts, TK)}, {"dq", ratio(dq, rdq, sdq, TV)},
-        {"dk", ratio(dk, rdk, sdk, TV)},  {"dv", ratio(dv, rdv, sdv, TK)},  {"dh0", ratio(dh0, rdh0, sdh0, TK)}};
-    if (c.member.gate != GateKind::none) r.push_back({"dg", ratio(dg, rdg, sdg, TK)});
-    if (c.member.delta) r.push_back({"dbeta", ratio(dbeta, rdb, sdb, TK)});
-    std::string line;
-    for (auto& [n, x] : r) line += n + "=" + std::to_string(x) + " ";
-    std::printf("  %-26s %s\n", c.name.c_str(), line.c_str());
-    for (auto& [n, x] : r) EXPECT_LE(x, 1.0) << c.name << " seed " << seed << " " << n << ": " << line;
+    const SequenceLengths len(s);
+    const double Kd = double(s.K), Vd = double(s.V);
+    const size_t GK = c.member.gate == GateKind::channel ? size_t(s.K) : 1;
+    auto per_row = [&](size_t row_width, double dim) {
+        return [&, row_width, dim](size_t i) { return len.of_row[i / row_width] * dim; };
+    };
+    auto per_state = [&](size_t i) { return len.of_seq[i / size_t(s.HV * s.K * s.V)] * Kd; };
+    Ratios r;
+    r.r.push_back({"o", ratio(out.o, ro, ros, per_row(size_t(s.HV * s.V), Kd))});
+    r.r.push_back({"ht", ratio(out.ht, rht, rhts, per_state)});
+    r.r.push_back({"dq", ratio(out.dq, rdq, sdq, per_row(size_t(s.H * s.K), Vd))});
+    r.r.push_back({"dk", ratio(out.dk, rdk, sdk, per_row(size_t(s.H * s.K), Vd))});
+    r.r.push_back({"dv", ratio(out.dv, rdv, sdv, per_row(size_t(s.HV * s.V), Kd))});
+    r.r.push_back({"dh0", ratio(out.dh0, rdh0, sdh0, per_state)});
+    if (c.member.gate != GateKind::none) r.r.push_back({"dg", ratio(out.dg, rdg, sdg, per_row(size_t(s.HV) * GK, Kd))});
+    if (c.member.delta) r.r.push_back({"dbeta", ratio(out.dbeta, rdb, sdb, per_row(size_t(s.HV), Kd))});
+    return r;
 }
+
+void run_case(const Case& c, uint32_t seed) {
+    const Inputs in = draw(c, seed);
+    const Outputs out = run_kernels(c, in);
+    const Ratios r = against_oracle(c, in, out);
+    std::printf("  %-34s %s\n", c.name.c_str(), r.str().c_str());
+    for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << c.name << " seed " << seed << " " << n << ": " << r.str();
+}
+
+Shape varlen_shape(const std::vector<int64_t>& lengths, int64_t H, int64_t HV, int64_t K, int64_t V) {
+    Shape s{1, 0, H, HV, K, V, {0}};
+    for (int64_t n : lengths) s.cu_seqlens.push_back(s.cu_seqlens.back() + n);
+    s.T = s.cu_seqlens.back();
+    return s;
+}
+
+// Lengths 1, exactly a chunk (twice), not a multiple of it, 1 again: every boundary case of the
+// chunk layout, sequences ending inside, at and just past a chunk.
+Shape boundary_lengths() { return varlen_shape({1, 64, 64, 100, 1}, 1, 2, 16, 16); }
+// Many short sequences, two of them empty, then a full chunk and a single token; V = 12 is not a
+// multiple of the 16-column scan slices; two query/key heads of two value heads each.
+Shape many_short() {
+    return varlen_shape({2, 0, 1, 5, 3, 8, 1, 1, 7, 4, 6, 2, 9, 1, 3, 0, 5, 2, 1, 4, 64, 1}, 2, 4, 8, 12);
+}
+// Two chunks and a partial third, then a one-token sequence, then a partial first chunk.
+Shape long_and_partial() { return varlen_shape({130, 1, 63}, 1, 1, 32, 16); }
 
 TEST(GdnCudaEmulated, KernelsAgreeWithOracle) {
     uint32_t seed = 500;
     for (Member m : kcv::gdn::all_members()) {
         const std::string n = kcv::gdn::member_name(m);
         // Varlen with a one-token sequence, a partial chunk, grouped heads (H = 1, HV = 2).
-        run_case({n + "/varlen", m, kcv::gdn::Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}}}, ++seed);
+        run_case({n + "/varlen", m, Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}}}, ++seed);
         // Batched, K != V, V not a multiple of the 16-column scan slice.
-        run_case({n + "/batched", m, kcv::gdn::Shape{2, 20, 2, 2, 8, 20, {}}}, ++seed);
+        run_case({n + "/batched", m, Shape{2, 20, 2, 2, 8, 20, {}}}, ++seed);
+    }
+}
+
+TEST(GdnCudaEmulated, VarlenAgreesWithOracle) {
+    uint32_t seed = 600;
+    for (Member m : kcv::gdn::all_members()) {
+        const std::string n = kcv::gdn::member_name(m);
+        run_case({n + "/varlen-boundaries", m, boundary_lengths()}, ++seed);
+        run_case({n + "/varlen-many-short", m, many_short()}, ++seed);
+        run_case({n + "/varlen-long-and-partial", m, long_and_partial()}, ++seed);
+        // Without h0 and dht: the empty sequences' ht and dh0 are exactly zero.
+        run_case({n + "/varlen-no-states", m, many_short(), false, false}, ++seed);
+    }
+}
+
+// Strong decay, as the CPU implementation's tests use: chunk totals of γ reach −500, factors
+// e^{γ_t − γ_j} span the whole float32 range and go subnormal. The kernels of version 1 took
+// exponents as differences of prefix sums and multiplied by e^γ directly; this is the case where
+// summing each exponent over its own range and decaying by halves matters.
+TEST(GdnCudaEmulated, StrongDecayAgreesWithOracle) {
+    uint32_t seed = 700;
+    for (Member m : kcv::gdn::all_members()) {
+        if (m.gate == GateKind::none) continue;
+        const std::string n = kcv::gdn::member_name(m);
+        run_case({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0}, ++seed);
+        run_case({n + "/strong-decay-varlen", m, boundary_lengths(), true, true, -8.0, -2.0}, ++seed);
+        run_case({n + "/zero-gate", m, long_and_partial(), true, true, 0.0, 0.0}, ++seed);
+    }
+}
+
+bool all_finite(const std::vector<float>& x) {
+    for (float e : x)
+        if (!std::isfinite(e)) return false;
+    return true;
+}
+
+bool any_nonzero(const std::vector<float>& x) {
+    for (float e : x)
+        if (e != 0.0f) return true;
+    return false;
+}
+
+// Rows [begin, end) of a row-major tensor with `width` elements per row.
+std::vector<float> rows(const std::vector<float>& x, int64_t width, int64_t begin, int64_t end) {
+    return {x.begin() + begin * width, x.begin() + end * width};
+}
+
+// A sequence's results cannot depend on its neighbours: each sequence of a varlen batch, run
+// alone as a batch of one (the kernels' other chunk layout, other workspace slots), gives the
+// same bits for every output, its states included.
+TEST(GdnCudaEmulated, VarlenEqualsEachSequenceAloneBitForBit) {
+    uint32_t seed = 800;
+    for (Member m : kcv::gdn::all_members()) {
+        for (const Shape& s : {boundary_lengths(), many_short()}) {
+            const Case all{std::string(kcv::gdn::member_name(m)) + "/varlen", m, s};
+            const Inputs in = draw(all, ++seed);
+            const Outputs out = run_kernels(all, in);
+            const int64_t state = s.HV * s.K * s.V, GK = m.gate == GateKind::channel ? s.K : 1;
+            const int64_t wq = s.H * s.K, wv = s.HV * s.V, wg = m.gate == GateKind::none ? 0 : s.HV * GK;
+            const int64_t wb = m.delta ? s.HV : 0;
+            for (int64_t n = 0; n + 1 < int64_t(s.cu_seqlens.size()); ++n) {
+                const int64_t b = s.cu_seqlens[n], e = s.cu_seqlens[n + 1];
+                const Case one{all.name + " sequence " + std::to_string(n), m, Shape{1, e - b, s.H, s.HV, s.K, s.V, {}}};
+                Inputs alone;
+                alone.q = rows(in.q, wq, b, e);
+                alone.k = rows(in.k, wq, b, e);
+                alone.v = rows(in.v, wv, b, e);
+                alone.g = rows(in.g, wg, b, e);
+                alone.beta = rows(in.beta, wb, b, e);
+                alone.d_o = rows(in.d_o, wv, b, e);
+                alone.h0 = rows(in.h0, state, n, n + 1);
+                alone.dht = rows(in.dht, state, n, n + 1);
+                const Outputs got = run_kernels(one, alone);
+                struct Compared {
+                    const char* name;
+                    std::vector<float> alone, in_batch;
+                };
+                std::vector<Compared> outputs = {{"o", got.o, rows(out.o, wv, b, e)},
+                                                 {"ht", got.ht, rows(out.ht, state, n, n + 1)},
+                                                 {"dq", got.dq, rows(out.dq, wq, b, e)},
+                                                 {"dk", got.dk, rows(out.dk, wq, b, e)},
+                                                 {"dv", got.dv, rows(out.dv, wv, b, e)},
+                                                 {"dh0", got.dh0, rows(out.dh0, state, n, n + 1)}};
+                if (m.gate != GateKind::none) outputs.push_back({"dg", got.dg, rows(out.dg, wg, b, e)});
+                if (m.delta) outputs.push_back({"dbeta", got.dbeta, rows(out.dbeta, wb, b, e)});
+                for (const Compared& x : outputs) {
+                    ASSERT_EQ(x.alone.size(), x.in_batch.size()) << one.name << " " << x.name;
+                    ASSERT_TRUE(all_finite(x.in_batch)) << one.name << " seed " << seed << ": " << x.name << " not written";
+                    for (size_t j = 0; j < x.alone.size(); ++j) {
+                        uint32_t a, r;
+                        std::memcpy(&a, &x.alone[j], 4);
+                        std::memcpy(&r, &x.in_batch[j], 4);
+                        ASSERT_EQ(a, r) << one.name << " seed " << seed << ": " << x.name << "[" << j << "] alone "
+                                        << x.alone[j] << ", in the batch " << x.in_batch[j];
+                    }
+                }
+                // Nonzero where the sequence has tokens (or, for the states, always: h0 and dht
+                // are drawn nonzero), so that equal bits are not equal zeros.
+                EXPECT_TRUE(any_nonzero(got.ht) && any_nonzero(got.dh0)) << one.name;
+                if (e > b) {
+                    EXPECT_TRUE(any_nonzero(got.o) && any_nonzero(got.dq) && any_nonzero(got.dv)) << one.name;
+                }
+            }
+        }
+    }
+}
+
+// The device-side chunk layout of a varlen batch: each sequence's first chunk slot is the sum of
+// ceil(L / 64) over the sequences before it, and the total fits the grid the host sized from
+// shapes alone (ceil(T / 64) + N), whatever the lengths.
+TEST(GdnCudaEmulated, ChunkOffsetsFitTheGridSizedWithoutReadingOffsets) {
+    std::mt19937 rng(900);
+    std::vector<std::vector<int64_t>> layouts = {{1}, {0}, {64}, {65}, {0, 0, 0}, {63, 1, 64, 0, 129}};
+    for (int r = 0; r < 20; ++r) {
+        std::vector<int64_t> lengths(1 + rng() % 40);
+        for (auto& x : lengths) x = rng() % 3 == 0 ? int64_t(rng() % 200) : int64_t(rng() % 5);
+        layouts.push_back(lengths);
+    }
+    for (const auto& lengths : layouts) {
+        const Shape s = varlen_shape(lengths, 1, 1, 4, 4);
+        kcv_gdn_params kp{};
+        kp.B = 1; kp.T = s.T; kp.H = kp.HV = 1; kp.K = kp.V = 4;
+        kp.N = s.sequences();
+        kp.cu_seqlens = s.cu_seqlens.data();
+        const cu::Dims d = cu::make_dims(kp);
+        std::vector<int> offsets(size_t(d.N) + 1, -1);
+        HostLauncher launch;
+        ASSERT_EQ(launch(cu::chunk_offsets_kernel, dim3(1), 0, "chunk_offsets", kp.cu_seqlens, d.N, offsets.data()), 0);
+        int64_t expect = 0;
+        std::string where = "lengths";
+        for (int64_t x : lengths) where += " " + std::to_string(x);
+        for (size_t n = 0; n < lengths.size(); ++n) {
+            ASSERT_EQ(offsets[n], expect) << where << ", sequence " << n;
+            expect += (lengths[n] + 63) / 64;
+        }
+        ASSERT_EQ(offsets[lengths.size()], expect) << where;
+        EXPECT_LE(expect, d.slots) << where;
     }
 }
 

@@ -110,6 +110,46 @@ def test_member_functions_take_fla_style_arguments():
     assert torch.equal(o1, o2) and o1.abs().sum() > 0
 
 
+def test_cuda_params_carry_cu_seqlens_as_a_device_pointer_and_a_host_length():
+    """make_params (no launch): N comes from the tensor's length, the offsets stay where they are."""
+    from kcv.gdn import _library
+
+    x = make_inputs("kda", T=11, seed=12, cu_seqlens=[0, 1, 1, 5, 11])
+    cu = torch.tensor([0, 1, 1, 5, 11], dtype=torch.int64)
+    args = (x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(), x["beta"].float(), x["h0"].float())
+    p = _library.make_params(*args, cu, 2, True, 0.5)
+    assert (p.B, p.T, p.N) == (1, 11, 4)
+    assert p.cu_seqlens == cu.data_ptr()
+    p = _library.make_params(*args, None, 2, True, 0.5)
+    assert (p.N, p.cu_seqlens) == (1, None)
+    for bad, why in [(cu.to(torch.int32), "int64"), (cu.view(1, 5), "1-D"), (cu[:1], "two offsets"),
+                     (torch.zeros(5, dtype=torch.int64, device="meta"), "is on meta"),
+                     (torch.tensor([0, 0, 1, 1, 5, 5, 11, 11])[::2], "contiguous")]:
+        with pytest.raises(ValueError, match=why):
+            _library.make_params(*args, bad, 2, True, 0.5)
+    with pytest.raises(ValueError, match="B = 1"):
+        batched = torch.zeros(2, 3, 1, 4)
+        _library.make_params(batched, batched, torch.zeros(2, 3, 2, 3), None, None, None, cu, 0, False, 0.5)
+
+
+@pytest.mark.parametrize("cu", [[1, 5, 11], [0, 5, 3, 11], [0, 5, 10], [0, 5, 12]])
+def test_cu_seqlens_on_the_host_are_checked_before_any_kernel(cu):
+    x = make_inputs("gdn", T=11)
+    with pytest.raises(ValueError, match="non-decreasing from 0 to T = 11"):
+        gdn.chunk_gated_delta_rule(x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(),
+                                   x["beta"].float(), cu_seqlens=torch.tensor(cu))
+
+
+def test_int32_cu_seqlens_are_accepted_and_match_int64():
+    x = make_inputs("gla", T=11, seed=13, cu_seqlens=[0, 4, 4, 11])
+    args = (x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float())
+    o32, h32 = gdn.chunk_gla(*args, initial_state=x["h0"].float(), output_final_state=True,
+                             cu_seqlens=torch.tensor([0, 4, 4, 11], dtype=torch.int32))
+    o64, h64 = gdn.chunk_gla(*args, initial_state=x["h0"].float(), output_final_state=True,
+                             cu_seqlens=torch.tensor([0, 4, 4, 11]))
+    assert torch.equal(o32, o64) and torch.equal(h32, h64) and o64.abs().sum() > 0
+
+
 cuda = pytest.mark.skipif(not (torch.cuda.is_available() and gdn.cuda_kernels_available()),
                           reason="needs a CUDA device and the sm_90a kernels (libkcv_gdn_cuda.so)")
 
@@ -145,3 +185,59 @@ def test_cuda_kernels_are_bitwise_deterministic():
         results.append([o.detach(), ht.detach()] + [leaf[n].grad for n in ("q", "k", "v", "g", "beta", "h0")])
     for a, b in zip(*results):
         assert torch.equal(a, b)
+
+
+# Sequence lengths 1, 0, a full chunk, 65, many short ones, a partial chunk.
+_VARLEN_LENGTHS = [1, 0, 64, 65, 2, 3, 1, 7, 0, 5, 50]
+
+
+def _offsets(lengths):
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    return cu
+
+
+@cuda
+@pytest.mark.parametrize("member", MEMBERS)
+def test_cuda_varlen_many_short_sequences_match_float64_reference(member):
+    cu_list = _offsets(_VARLEN_LENGTHS)
+    cu = torch.tensor(cu_list, device="cuda")
+    x = make_inputs(member, B=1, T=cu_list[-1], H=1, HV=2, K=64, V=32, seed=14, cu_seqlens=cu_list)
+    xd = {n: (None if t is None else t.cuda()) for n, t in x.items()}
+    gen = torch.Generator().manual_seed(15)
+    leaf, o, ht = run_op(member, xd, torch.float32, cu)
+    do = torch.randn(o.shape, generator=gen, dtype=torch.float64)
+    dht = torch.randn(ht.shape, generator=gen, dtype=torch.float64)
+    torch.autograd.backward([o, ht], [do.float().cuda(), dht.float().cuda()])
+    ro, rht, rgrads = reference_grads(member, x, do, dht, cu.cpu())
+    assert_close("o", o.detach(), ro, 1e-4)
+    assert_close("ht", ht.detach(), rht, 1e-4)
+    for name, want in rgrads.items():
+        assert_close(f"d{name}", leaf[name].grad, want, 1e-4)
+
+
+@cuda
+@pytest.mark.parametrize("member", MEMBERS)
+def test_cuda_varlen_equals_each_sequence_alone_bitwise(member):
+    """A sequence's outputs and gradients do not depend on its neighbours in the batch."""
+    cu_list = _offsets(_VARLEN_LENGTHS)
+    x = make_inputs(member, B=1, T=cu_list[-1], H=1, HV=2, K=64, V=32, dtype=torch.bfloat16, seed=16,
+                    cu_seqlens=cu_list)
+    xd = {n: (None if t is None else t.cuda()) for n, t in x.items()}
+    gen = torch.Generator().manual_seed(17)
+    do = torch.randn(1, cu_list[-1], 2, 32, generator=gen).to(torch.bfloat16).cuda()
+    dht = torch.randn(len(cu_list) - 1, 2, 64, 32, generator=gen).cuda()
+    leaf, o, ht = run_op(member, xd, torch.bfloat16, torch.tensor(cu_list, device="cuda"))
+    torch.autograd.backward([o, ht], [do, dht])
+    for n, (b, e) in enumerate(zip(cu_list, cu_list[1:])):
+        one = {name: (None if t is None else (t[n:n + 1] if name == "h0" else t[:, b:e])) for name, t in xd.items()}
+        leaf1, o1, ht1 = run_op(member, one, torch.bfloat16)
+        torch.autograd.backward([o1, ht1], [do[:, b:e], dht[n:n + 1]])
+        assert torch.equal(o1, o[:, b:e]) and torch.equal(ht1, ht[n:n + 1]), f"sequence {n} ({b}, {e})"
+        for name, t in leaf1.items():
+            if t is None:
+                continue
+            whole = leaf[name].grad
+            part = whole[n:n + 1] if name == "h0" else whole[:, b:e]
+            assert torch.equal(t.grad, part), f"d{name} of sequence {n} ({b}, {e})"

@@ -8,7 +8,8 @@ chunked functions:
 
 q, k [B,T,H,K]; v [B,T,HV,V] with HV a multiple of H; g: log decay, [B,T,HV] (scalar gate) or
 [B,T,HV,K] (per channel); beta [B,T,HV] after the sigmoid; states [N,HV,K,V] float32; with
-cu_seqlens (int64, N+1 offsets) B must be 1. CUDA tensors run the sm_90a kernels; CPU tensors a
+cu_seqlens (N+1 integer offsets, non-decreasing from 0 to T) B must be 1 and sequence n is tokens
+[cu[n], cu[n+1]); offsets given on the CPU are checked, offsets on the GPU are never read back. CUDA tensors run the sm_90a kernels; CPU tensors a
 float32 token-by-token recurrence. Differentiable in q, k, v, g, beta and initial_state.
 """
 
@@ -64,6 +65,14 @@ def recurrence(
     if cu_seqlens is not None:
         if B != 1:
             raise ValueError("cu_seqlens needs B = 1")
+        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+            raise ValueError("cu_seqlens must be 1-D with at least two offsets")
+        if cu_seqlens.device.type == "cpu":
+            # Offsets still on the host are checked here; offsets already on the GPU are not read
+            # back (that would synchronise), and must satisfy the same rule.
+            cu = cu_seqlens.tolist()
+            if cu[0] != 0 or cu[-1] != T or any(b < a for a, b in zip(cu, cu[1:])):
+                raise ValueError(f"cu_seqlens must be non-decreasing from 0 to T = {T}, got {cu}")
         cu_seqlens = cu_seqlens.to(device=q.device, dtype=torch.int64).contiguous()
     if initial_state is not None:
         initial_state = initial_state.float().contiguous()

@@ -103,12 +103,31 @@ def _ptr(t: Optional[torch.Tensor]) -> Optional[int]:
     return None if t is None or t.numel() == 0 else t.data_ptr()
 
 
+def check_cu_seqlens(cu_seqlens: torch.Tensor, B: int, device: torch.device) -> None:
+    """What the kernels need of cu_seqlens that the host knows without reading it: B = 1, a 1-D
+    contiguous int64 tensor of at least two offsets on the inputs' device. Its values stay on the
+    device (reading them would synchronise); the caller promises 0 = cu[0] <= ... <= cu[N] = T."""
+    if B != 1:
+        raise ValueError(f"cu_seqlens needs B = 1, got B = {B}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"cu_seqlens must be 1-D with at least two offsets, got shape {list(cu_seqlens.shape)}")
+    if cu_seqlens.dtype != torch.int64:
+        raise ValueError(f"cu_seqlens must be int64 (the kernels read 64-bit offsets), got {cu_seqlens.dtype}")
+    if cu_seqlens.device != device:
+        raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, the inputs on {device}")
+    if not cu_seqlens.is_contiguous():
+        raise ValueError("cu_seqlens must be contiguous")
+
+
 def make_params(q, k, v, g, beta, h0, cu_seqlens, gate: int, delta: bool, scale: float) -> Params:
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
+    if cu_seqlens is not None:
+        check_cu_seqlens(cu_seqlens, B, q.device)
     p = Params()
     p.gate, p.delta, p.dtype = gate, int(delta), _DTYPES[q.dtype]
     p.B, p.T, p.H, p.HV, p.K, p.V = B, T, H, HV, K, V
+    # N from the tensor's length, a host-side shape: no device-to-host copy of the offsets.
     p.N = cu_seqlens.numel() - 1 if cu_seqlens is not None else B
     p.cu_seqlens = _ptr(cu_seqlens)
     p.scale = scale
