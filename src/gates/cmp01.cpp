@@ -32,11 +32,6 @@ int64_t call_bytes(const Contract& c, const DimValues& dims) {
 }
 
 // Outputs under the envelope model are judged against the positive controls on the same inputs.
-bool needs_controls(const Contract& c) {
-    return std::any_of(c.outputs.begin(), c.outputs.end(),
-                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
-}
-
 std::vector<Probe> plan(const Contract& c, const Settings& s) {
     std::vector<Probe> probes;
     const DimValues nominal = nominal_dims(c);

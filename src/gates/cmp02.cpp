@@ -29,11 +29,6 @@ Family family_for(const Contract& c) {
 }
 
 // Outputs under the envelope model are judged against the positive controls on the same inputs.
-bool needs_controls(const Contract& c) {
-    return std::any_of(c.outputs.begin(), c.outputs.end(),
-                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
-}
-
 std::vector<Probe> plan(const Contract& c, const Settings& s) {
     const Toggle toggles[] = {
         {"ftz", Env{true, false, 0}},

@@ -88,11 +88,6 @@ std::vector<size_t> float_inputs(const Contract& c) {
     return idx;
 }
 
-bool needs_controls(const Contract& c) {
-    return std::any_of(c.outputs.begin(), c.outputs.end(),
-                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
-}
-
 Probe probe_of(const Contract& c, const Settings& s, const char* kind, const std::string& label) {
     Probe p = make_probe(c, s, kGate, label);
     p.note = {{"kind", kind}};

@@ -22,6 +22,11 @@ Probe make_probe(const Contract& c, const Settings& s, const std::string& gate, 
     return p;
 }
 
+bool needs_controls(const Contract& c) {
+    return std::any_of(c.outputs.begin(), c.outputs.end(),
+                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
+}
+
 Evidence evidence_at(const ProbeOutcome& o, size_t call, size_t output, int64_t worst, int64_t first,
                      const std::string& signature, const Contract& c) {
     Evidence e;

@@ -56,6 +56,10 @@ struct BitDifference {
 };
 std::optional<BitDifference> first_bit_difference(const CallOutcome& a, const CallOutcome& b, const char* gate);
 
+// Whether an output is judged under the envelope model, whose error bound comes from the
+// positive controls on the same inputs: such probes must run with_controls.
+bool needs_controls(const Contract& c);
+
 // Shared verdict helpers.
 GateResult make_result(const GateDef& g);
 // A probe that could not run, or a candidate call that returned nonzero, ends the gate with

@@ -31,11 +31,6 @@ std::string num(double v) {
 }
 
 // Outputs under the envelope model are judged against the positive controls on the same inputs.
-bool needs_controls(const Contract& c) {
-    return std::any_of(c.outputs.begin(), c.outputs.end(),
-                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
-}
-
 std::vector<Probe> plan(const Contract& c, const Settings& s) {
     // At least five seeds in all: the task's own distribution first, then signed N(0, 1).
     const int task_seeds = std::max(1, c.measurement.seeds);

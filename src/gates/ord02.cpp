@@ -82,11 +82,6 @@ CallSpec call_with(uint64_t seed, Poison p) {
     return cs;
 }
 
-bool needs_controls(const Contract& c) {
-    return std::any_of(c.outputs.begin(), c.outputs.end(),
-                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
-}
-
 std::vector<Probe> plan(const Contract& c, const Settings& s) {
     // Three poisons; the 0xFF one is repeated so that same-poison runs can be compared: the
     // contract's run count is how many 0xFF runs there are.

@@ -30,11 +30,6 @@ constexpr int64_t kMaxRegistersPerBlock = 65536;
 constexpr int32_t kTmemColumns = 512;
 constexpr int32_t kTmemUnit = 32;
 
-bool needs_controls(const Contract& c) {
-    return std::any_of(c.outputs.begin(), c.outputs.end(),
-                       [](const OutputSpec& o) { return o.model == ErrorModelKind::envelope; });
-}
-
 // A, A again, then B, each into its own random poison. The repeat of A makes a stale result
 // look correct, so that a failed launch hiding behind one is named; B makes a stale result wrong,
 // so that a launch failing silently (status 0) shows. Random poisons, because a constant one can
