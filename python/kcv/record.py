@@ -29,6 +29,11 @@ class Record(dict):
         return self.get("standard_check")
 
     @property
+    def timing(self) -> dict[str, Any] | None:
+        """Seconds per stage: load_s, standard_check_s, reference_s, gates_s by id, total_s."""
+        return self.get("timing")
+
+    @property
     def error(self) -> dict | None:
         return self.get("error")
 

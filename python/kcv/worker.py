@@ -8,8 +8,12 @@ Request (one JSON line)::
 Events (JSON lines on stdout)::
 
     {"event": "stage", "id", "stage": "load" | "reference" | "standard_check" | "gate:ORD-01", ...}
-    {"event": "gate", "id", "result": GateResult}
+    {"event": "gate", "id", "result": GateResult, "seconds": time spent on the gate}
     {"event": "record", "id", "record": Record}
+
+Every record carries ``timing``: seconds per stage, measured here with ``time.perf_counter``
+(``load_s``, ``standard_check_s``, ``reference_s``, ``gates_s`` by gate id, ``total_s``); a
+stage that did not run is absent.
 
 This process is a relay: each request runs in a child process of its own, started with the
 "spawn" method (never fork after CUDA is initialised), so that no state of one candidate (CUDA
@@ -145,8 +149,33 @@ def _child_main(request: dict, conn, part: str) -> None:
         conn.close()
 
 
+class _Timing:
+    """Seconds per stage of one record: ``stage`` and ``gate`` store the time since ``began``,
+    ``end`` writes the timing and the total into the record."""
+
+    def __init__(self):
+        self.started = time.perf_counter()
+        self.times: dict = {"gates_s": {}}
+
+    def stage(self, key: str, began: float) -> float:
+        seconds = time.perf_counter() - began
+        self.times[key] = seconds
+        return seconds
+
+    def gate(self, gate: str, began: float) -> float:
+        seconds = time.perf_counter() - began
+        self.times["gates_s"][gate] = seconds
+        return seconds
+
+    def end(self, record: dict) -> dict:
+        total = time.perf_counter() - self.started
+        record["seconds"] = total
+        record["timing"] = {**self.times, "total_s": total}
+        return record
+
+
 def _judge(request: dict, events: _Events, part: str) -> dict:
-    started = time.perf_counter()
+    timing = _Timing()
     device_name = request.get("device", "cpu")
     settings = dict(request.get("settings") or {})
     settings.setdefault("seed", request.get("seed", 0))
@@ -157,6 +186,7 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
                     "settings": settings, "gates": []}
 
     events.stage("load")
+    load_began = time.perf_counter()
     if not device_name.startswith("cuda"):
         # Triton kernels run on a CPU only under Triton's interpreter.
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -182,29 +212,36 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
         session = open_session(request["reference"], request["candidate"], device, build_dir,
                                backend=settings.get("backend"))
     except LoadError as e:
+        timing.stage("load_s", load_began)
         record["error"] = {"code": "load-failed" if e.code.startswith("candidate") else "bad-reference",
                            "message": str(e)}
         record["gates"] = [_gate_error(g, record["error"]["code"], str(e)) for g in gates]
         record["standard_check"] = {"tol_1e-2": False, "tol_1e-4": False, "max_abs_diff": None, "trials": 5,
                                     "passed_1e-2": 0, "passed_1e-4": 0, "error": str(e), "compiled": False}
-        record["seconds"] = time.perf_counter() - started
+        timing.end(record)
         return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
+    timing.stage("load_s", load_began)
     candidate_flags = precision_flags()
 
     if part in ("all", "standard"):
         events.stage("standard_check")
+        began = time.perf_counter()
         record["standard_check"] = {**standard_check(session), "compiled": True}
+        timing.stage("standard_check_s", began)
         if part == "standard":
-            return record
+            return timing.end(record)
 
     events.stage("reference")
+    began = time.perf_counter()
     try:
         task = describe(session.problem.source, session.problem.path, device, settings)
     except Exception as e:
+        timing.stage("reference_s", began)
         record["error"] = {"code": "bad-reference", "message": f"cannot describe the task: {type(e).__name__}: {e}"}
         record["gates"] = [_gate_error(g, "bad-reference", record["error"]["message"]) for g in gates]
-        record["seconds"] = time.perf_counter() - started
+        timing.end(record)
         return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
+    timing.stage("reference_s", began)
     record["contract"] = task.contract.id
     record["task"] = {"contract": task.document, "notes": task.notes}
     executor = Executor(task, session.candidate.cls, device, candidate_flags, settings)
@@ -215,15 +252,17 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
         if gate not in gates:
             continue
         events.stage(f"gate:{gate}")
+        began = time.perf_counter()
         try:
             result = _judge_gate(gate, executor, request, settings, events)
         except Exception as e:
             result = _gate_error(gate, "worker-error", f"{type(e).__name__}: {e}")
+        seconds = timing.gate(gate, began)
         result = json.loads(_core.normalise_gate(json.dumps(sanitize(result))))
-        events.send({"event": "gate", "result": result})
+        events.send({"event": "gate", "result": result, "seconds": seconds})
         record["gates"].append(result)
         set_precision_flags(candidate_flags)
-    record["seconds"] = time.perf_counter() - started
+    timing.end(record)
     return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
 
 
@@ -279,23 +318,38 @@ def handle(request: dict, out=sys.stdout) -> bool:
             standard = _run_child(request, "standard", out)
             if standard is None:
                 return False
-            return _run_child_with_standard(request, standard.get("standard_check"), out)
+            return _run_child_with_standard(request, standard, out)
         return _run_child(request, "all", out) is not None
     finally:
         if own_build_dir:
             shutil.rmtree(settings["build_dir"], ignore_errors=True)
 
 
-def _run_child_with_standard(request: dict, standard: dict | None, out) -> bool:
-    """The gates' child; the standard check from the other child joins its record."""
+def _join_timing(standard: dict, gates: dict) -> dict:
+    """One timing for the two children: each loaded the candidate, and the total is both."""
+    joined = dict(gates)
+    if "load_s" in standard:
+        joined["load_s"] = standard["load_s"] + gates.get("load_s", 0.0)
+    if "standard_check_s" in standard:
+        joined["standard_check_s"] = standard["standard_check_s"]
+    joined["total_s"] = standard.get("total_s", 0.0) + gates.get("total_s", 0.0)
+    return joined
+
+
+def _run_child_with_standard(request: dict, standard: dict, out) -> bool:
+    """The gates' child; the standard check (and its timing) from the other child joins its record."""
 
     class Joiner:
         def write(self, line: str) -> None:
             text = line.rstrip("\n")
             if text:
                 event = json.loads(text)
-                if event.get("event") == "record" and standard is not None:
-                    event["record"]["standard_check"] = standard
+                if event.get("event") == "record":
+                    record = event["record"]
+                    if standard.get("standard_check") is not None:
+                        record["standard_check"] = standard["standard_check"]
+                    record["timing"] = _join_timing(standard.get("timing", {}), record.get("timing", {}))
+                    record["seconds"] = record["timing"]["total_s"]
                     text = json.dumps(event)
                 out.write(text + "\n")
 

@@ -13,5 +13,6 @@ void bind_host_memory(nb::module_& m);   // host_memory.cpp: guarded host tensor
 void bind_ambient(nb::module_& m);       // ambient.cpp: MXCSR
 void bind_arena(nb::module_& m);         // arena_binding.cpp: the guarded arena over host memory
 void bind_records(nb::module_& m);       // records.cpp: seeds and records
+void bind_python_worker(nb::module_& m); // python_worker_binding.cpp: the sandbox of kcv.verify()
 
 }  // namespace kcv::py

@@ -1,6 +1,7 @@
 // The parent side of the Python worker protocol (docs/kernelbench.md). Requests and events are
 // JSON lines. Events: {"event":"stage","stage":S}, {"event":"gate","result":G},
-// {"event":"record","record":R}; anything else is passed to the caller.
+// {"event":"record","record":R}; anything else is passed to the caller. A gate event may carry
+// "seconds", the time the worker spent on that gate.
 #include "engine/python_worker.hpp"
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "kcv/gate.hpp"
@@ -53,6 +55,31 @@ nlohmann::json failed_gate(const std::string& id, const std::string& cls, const 
             {"verdict", cls.empty() ? "error" : "fail"}, {"signature", cls.empty() ? nlohmann::json::array()
                                                                                   : nlohmann::json::array({cls})},
             {"code", code}, {"reason", reason}, {"probes", 0}, {"evidence", nlohmann::json::array()}};
+}
+
+// The gates the request asks for, in the order of GATES.md.
+std::vector<std::string> requested_gates(const nlohmann::json& request) {
+    std::set<std::string> asked;
+    const bool all = !request.contains("gates") || request["gates"].is_null();
+    if (!all) {
+        for (const auto& g : request["gates"]) asked.insert(g.get<std::string>());
+    }
+    std::vector<std::string> ids;
+    for (const auto& g : all_gates()) {
+        if (all || asked.count(g.id)) ids.push_back(g.id);
+    }
+    return ids;
+}
+
+// Gates timed by earlier workers of the same candidate join the timing of the record; the
+// record's own stages (load, standard check, reference) are those of the worker that wrote it.
+void merge_gate_seconds(nlohmann::json& rec, const std::map<std::string, double>& seconds) {
+    if (!rec.contains("timing") || !rec["timing"].is_object()) rec["timing"] = nlohmann::json::object();
+    nlohmann::json& timing = rec["timing"];
+    if (!timing.contains("gates_s") || !timing["gates_s"].is_object()) timing["gates_s"] = nlohmann::json::object();
+    for (const auto& [id, s] : seconds) {
+        if (!timing["gates_s"].contains(id)) timing["gates_s"][id] = s;
+    }
 }
 
 }  // namespace
@@ -107,19 +134,37 @@ void PythonWorker::start() {
     pending_.clear();
 }
 
-void PythonWorker::stop(bool kill_now) {
+void PythonWorker::stop(bool kill_now, double grace_s) {
     if (pid_ < 0) return;
     if (to_child_ >= 0) close(to_child_);
     if (from_child_ >= 0) close(from_child_);
     to_child_ = from_child_ = -1;
-    if (kill_now) kill(pid_, SIGKILL);
     int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    bool reaped = false;
+    if (!kill_now) {
+        // The worker reads the end of its input and exits on its own; polling keeps the wait bounded.
+        const auto deadline = Clock::now() + std::chrono::duration<double>(grace_s);
+        for (;;) {
+            const pid_t r = waitpid(pid_, &status, WNOHANG);
+            if (r == pid_ || (r < 0 && errno != EINTR)) {
+                reaped = true;
+                break;
+            }
+            if (Clock::now() >= deadline) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+    if (!reaped) {
+        kill(pid_, SIGKILL);
+        while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+        }
     }
     pid_ = -1;
     if (!stderr_path_.empty()) unlink(stderr_path_.c_str());
     stderr_path_.clear();
 }
+
+void PythonWorker::finish(double grace_s) { stop(false, grace_s); }
 
 std::string PythonWorker::stderr_tail() const {
     std::ifstream in(stderr_path_);
@@ -134,6 +179,13 @@ PythonWorker::Exchange PythonWorker::exchange(const nlohmann::json& request,
     ex.stage = "load";
     write_all(to_child_, request.dump() + "\n");
     auto deadline = Clock::now() + std::chrono::duration<double>(cfg_.load_timeout_s);
+    auto stage_started = Clock::now();
+    // The gate in progress when the worker crashed or hung is timed from this side.
+    auto time_the_stage = [&] {
+        if (ex.stage.starts_with("gate:")) {
+            ex.gate_seconds[ex.stage.substr(5)] = std::chrono::duration<double>(Clock::now() - stage_started).count();
+        }
+    };
     char buf[65536];
     for (;;) {
         // Complete lines first.
@@ -149,11 +201,16 @@ PythonWorker::Exchange PythonWorker::exchange(const nlohmann::json& request,
             }
             const std::string kind = ev.value("event", "");
             if (kind == "stage") {
-                ex.stage = ev.value("stage", ex.stage);
+                const std::string stage = ev.value("stage", ex.stage);
+                // A gate announces each probe as the same stage; its clock starts at the first.
+                if (stage != ex.stage) stage_started = Clock::now();
+                ex.stage = stage;
                 const double limit = ex.stage == "load" ? cfg_.load_timeout_s : cfg_.stage_timeout_s;
                 deadline = Clock::now() + std::chrono::duration<double>(limit);
             } else if (kind == "gate" && ev.contains("result")) {
-                ex.gates[ev["result"].value("id", "")] = ev["result"];
+                const std::string id = ev["result"].value("id", "");
+                ex.gates[id] = ev["result"];
+                if (ev.contains("seconds") && ev["seconds"].is_number()) ex.gate_seconds[id] = ev["seconds"].get<double>();
             } else if (kind == "record") {
                 ex.end = Exchange::End::record;
                 ex.record = ev.value("record", nlohmann::json::object());
@@ -165,6 +222,7 @@ PythonWorker::Exchange PythonWorker::exchange(const nlohmann::json& request,
         if (left <= 0) {
             ex.end = Exchange::End::timed_out;
             ex.detail = "no progress in stage '" + ex.stage + "' within the time limit";
+            time_the_stage();
             kill(pid_, SIGKILL);
             return ex;
         }
@@ -183,6 +241,7 @@ PythonWorker::Exchange PythonWorker::exchange(const nlohmann::json& request,
         while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
         }
         ex.end = Exchange::End::crashed;
+        time_the_stage();
         ex.detail = describe_status(status);
         const std::string tail = stderr_tail();
         if (!tail.empty()) ex.detail += "; stderr: " + tail;
@@ -196,17 +255,31 @@ PythonWorker::Exchange PythonWorker::exchange(const nlohmann::json& request,
 
 nlohmann::json PythonWorker::judge(const nlohmann::json& request,
                                    const std::function<void(const nlohmann::json&)>& on_event) {
-    std::vector<std::string> remaining;
-    for (const auto& g : all_gates()) remaining.push_back(g.id);
-    if (request.contains("gates")) remaining = request["gates"].get<std::vector<std::string>>();
+    const std::vector<std::string> requested = requested_gates(request);
+    std::vector<std::string> remaining = requested;
+    std::map<std::string, nlohmann::json> done;     // gate results of every worker so far
+    std::map<std::string, double> gate_seconds;     // and their times
+    // The gates of a record the parent writes itself: those finished, else an error with this code.
+    auto gates_or = [&](const std::string& code, const std::string& why) {
+        nlohmann::json gates = nlohmann::json::array();
+        for (const auto& id : requested) gates.push_back(done.count(id) ? done[id] : failed_gate(id, "", code, why));
+        return gates;
+    };
+    auto own_record = [&] {
+        nlohmann::json rec = {{"kcv_record", 1},
+                              {"reference", request.value("reference", "")},
+                              {"candidate", {{"path", request.value("candidate", "")}}}};
+        merge_gate_seconds(rec, gate_seconds);
+        return rec;
+    };
 
-    std::map<std::string, nlohmann::json> done;
     for (int attempt = 0; attempt <= static_cast<int>(all_gates().size()); ++attempt) {
         if (pid_ < 0) start();
         nlohmann::json req = request;
         req["gates"] = remaining;
         Exchange ex = exchange(req, on_event);
         for (auto& [id, g] : ex.gates) done[id] = g;
+        for (const auto& [id, s] : ex.gate_seconds) gate_seconds[id] = s;
         if (ex.end == Exchange::End::record) {
             nlohmann::json rec = ex.record;
             // Gates finished by earlier workers of this candidate join the final record.
@@ -217,6 +290,7 @@ nlohmann::json PythonWorker::judge(const nlohmann::json& request,
                 if (merged.count(g.id)) gates.push_back(merged[g.id]);
             }
             rec["gates"] = gates;
+            merge_gate_seconds(rec, gate_seconds);
             return rec;
         }
         const bool hung = ex.end == Exchange::End::timed_out;
@@ -224,15 +298,9 @@ nlohmann::json PythonWorker::judge(const nlohmann::json& request,
         const std::string code = std::string(hung ? "timeout:" : "crash:") + ex.stage;
         if (!ex.stage.starts_with("gate:")) {
             // The candidate never got as far as the gates: nothing can be judged.
-            nlohmann::json rec = {{"kcv_record", 1},
-                                  {"reference", request.value("reference", "")},
-                                  {"candidate", {{"path", request.value("candidate", "")}}},
-                                  {"error", {{"code", code}, {"message", ex.detail}}}};
-            nlohmann::json gates = nlohmann::json::array();
-            for (const auto& g : all_gates()) {
-                gates.push_back(done.count(g.id) ? done[g.id] : failed_gate(g.id, "", code, ex.detail));
-            }
-            rec["gates"] = gates;
+            nlohmann::json rec = own_record();
+            rec["error"] = {{"code", code}, {"message", ex.detail}};
+            rec["gates"] = gates_or(code, ex.detail);
             return rec;
         }
         const std::string gate = ex.stage.substr(5);
@@ -240,16 +308,16 @@ nlohmann::json PythonWorker::judge(const nlohmann::json& request,
                                  std::string("the candidate ") + (hung ? "hung" : "crashed") + " during " + gate +
                                      " (" + ex.detail + ")");
         std::erase_if(remaining, [&](const std::string& id) { return done.count(id) > 0; });
-        if (remaining.empty()) break;
+        if (remaining.empty()) {
+            nlohmann::json rec = own_record();
+            rec["gates"] = gates_or("not-run", "");
+            return rec;
+        }
     }
-    nlohmann::json gates = nlohmann::json::array();
-    for (const auto& g : all_gates()) {
-        gates.push_back(done.count(g.id) ? done[g.id] : failed_gate(g.id, "", "not-run", "the worker gave up"));
-    }
-    return {{"kcv_record", 1},
-            {"reference", request.value("reference", "")},
-            {"candidate", {{"path", request.value("candidate", "")}}},
-            {"gates", gates}};
+    nlohmann::json rec = own_record();
+    rec["error"] = {{"code", "not-run"}, {"message", "the worker gave up"}};
+    rec["gates"] = gates_or("not-run", "the worker gave up");
+    return rec;
 }
 
 }  // namespace kcv

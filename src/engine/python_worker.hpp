@@ -32,16 +32,21 @@ public:
     // "hang", and a fresh worker carries on with the remaining gates.
     nlohmann::json judge(const nlohmann::json& request, const std::function<void(const nlohmann::json&)>& on_event = {});
 
+    // Ends the worker: closes its input, so that it finishes the request in hand and removes
+    // its build directory, and kills it if it has not exited within grace_s.
+    void finish(double grace_s);
+
 private:
     struct Exchange {
         enum class End { record, crashed, timed_out } end = End::crashed;
         nlohmann::json record;
         std::map<std::string, nlohmann::json> gates;   // per-gate results seen so far
+        std::map<std::string, double> gate_seconds;    // per gate: its event's time, or the time seen
         std::string stage;                             // last stage announced
         std::string detail;                            // exit status, signal, stderr tail
     };
     void start();
-    void stop(bool kill_now);
+    void stop(bool kill_now, double grace_s = 0);
     Exchange exchange(const nlohmann::json& request, const std::function<void(const nlohmann::json&)>& on_event);
     std::string stderr_tail() const;
 
