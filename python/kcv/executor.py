@@ -356,27 +356,40 @@ class Executor:
         if only_probe is not None:
             probes = [p for p in probes if p["id"] == only_probe]
         exclude = exclude or {}
+        result = self.run_probes(gate, [p for p in probes if p["id"] not in exclude], role, progress)
+        if exclude:
+            add_detail(result, {"excluded_by_control": [{"probe": k, "reason": v} for k, v in exclude.items()]})
+        return result
+
+    def run_probes(self, gate: str, probes: list[dict], role: str = "candidate",
+                   progress: Callable[[str], None] | None = None) -> dict:
+        """Runs these probes of the gate (as planned, or overridden) and judges them with libkcv."""
         outcomes = _core.Outcomes()
         skipped = []
         for p in probes:
-            if p["id"] in exclude:
-                continue
             if progress:
                 progress(p["id"])
             skip = self.run_probe(p, outcomes, role)
             if skip:
                 skipped.append(skip)
         result = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
-        extra = {}
         if skipped:
-            extra["skipped"] = skipped
-        if exclude:
-            extra["excluded_by_control"] = [{"probe": k, "reason": v} for k, v in exclude.items()]
-        if extra:
-            if not isinstance(result.get("detail"), dict):
-                result["detail"] = {} if result.get("detail") is None else {"judge": result["detail"]}
-            result["detail"].update(extra)
+            add_detail(result, {"skipped": skipped})
         return result
+
+    def overridden_probe(self, gate: str, override: dict) -> tuple[dict | None, str, str]:
+        """The planned probe ``override["probe"]`` of the gate with the override (dims,
+        family_scale, single_special) applied by libkcv: (probe, "", "") or (None, code, reason)."""
+        probe_id = override.get("probe")
+        planned = next((p for p in self.plan(gate) if p["id"] == probe_id), None)
+        if planned is None:
+            return None, "no-such-probe", (f"gate {gate} plans no probe {probe_id!r} for {self.task.contract.id} "
+                                           f"at these settings")
+        applied = json.loads(_core.apply_probe_override(self.task.contract, json.dumps(planned),
+                                                        json.dumps(override)))
+        if "error" in applied:
+            return None, applied["error"]["code"], applied["error"]["reason"]
+        return applied["probe"], "", ""
 
     def control_failures(self, gate: str, progress: Callable[[str], None] | None = None) -> dict[str, str]:
         """Fairness rule 1, probe by probe: the probes of this gate that the positive control
@@ -393,6 +406,13 @@ class Executor:
                 why = r["evidence"][0]["signature"] if r.get("evidence") else r["reason"]
                 failures[p["id"]] = f"{r['verdict']}: {why}"
         return failures
+
+def add_detail(result: dict, extra: dict) -> None:
+    """Adds facts to a GateResult's detail, keeping what the judge put there."""
+    if not isinstance(result.get("detail"), dict):
+        result["detail"] = {} if result.get("detail") is None else {"judge": result["detail"]}
+    result["detail"].update(extra)
+
 
 def _element_size(kcv_dtype: str) -> int:
     return torch.empty((), dtype=_DTYPES[kcv_dtype]).element_size()

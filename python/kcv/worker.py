@@ -5,6 +5,13 @@ Request (one JSON line)::
     {"id", "reference": path, "candidate": path, "device": "cpu" | "cuda[:i]", "seed",
      "settings": {...}, "stage_timeout_s", "gates": [ids]?}
 
+``settings.probe_override = {"probe": id, "dims": {...}?, "family_scale": x?, "single_special":
+bool?}`` re-runs one planned probe of each requested gate alone (``kcv disputes`` shrinks with
+it, ``kcv verify --probe`` replays with it): libkcv applies the override, the probe runs on the
+positive control (the fp32 Model) and then on the candidate, and the gate result carries the
+control's outcome in ``detail.control`` (also announced in a stage event before the candidate
+runs). Such a request runs no standard check.
+
 Events (JSON lines on stdout)::
 
     {"event": "stage", "id", "stage": "load" | "reference" | "standard_check" | "gate:ORD-01", ...}
@@ -86,12 +93,51 @@ def _gate_error(gate: str, code: str, reason: str, verdict: str = "error") -> di
             "evidence": []}
 
 
-def _replay(request: dict, gate: str, probe: str) -> str:
+def _replay(request: dict, gate: str, probe: str, override: dict | None = None) -> str:
     device = request.get("device", "cpu")
     seed = request.get("settings", {}).get("seed", request.get("seed", 0))
     quick = " --quick" if request.get("settings", {}).get("quick") else ""
+    extra = ""
+    if override:
+        extra += "".join(f" --dim {k}={v}" for k, v in sorted((override.get("dims") or {}).items()))
+        if override.get("family_scale"):
+            extra += f" --scale {override['family_scale']:g}"
+        if override.get("single_special"):
+            extra += " --single-special"
     return (f"kcv verify --reference {request['reference']} --candidate {request['candidate']} "
-            f"--device {device.split(':')[0]} --seed {seed}{quick} --gate {gate} --probe '{probe}'")
+            f"--device {device.split(':')[0]} --seed {seed}{quick} --gate {gate} --probe '{probe}'{extra}")
+
+
+def _probe_override(settings: dict) -> dict | None:
+    override = settings.get("probe_override")
+    return override if isinstance(override, dict) else None
+
+
+def _judge_overridden_probe(gate: str, executor, request: dict, override: dict, events: _Events) -> dict:
+    """One probe of the gate, re-run alone with the override: on the control, then on the
+    candidate. A failure where the control fails too is not the candidate's (fairness rule 1):
+    the verdict is n/a, and detail.control says why, for the shrink driver in libkcv."""
+    from .executor import add_detail
+
+    probe, code, reason = executor.overridden_probe(gate, override)
+    if probe is None:
+        return _gate_error(gate, code, reason)
+    progress = lambda probe_id: events.stage(f"gate:{gate}", probe=probe_id)
+    ctl = executor.run_probes(gate, [probe], "control", progress)
+    control = {"verdict": ctl["verdict"],
+               "reason": ctl["evidence"][0]["signature"] if ctl.get("evidence") else ctl.get("reason", "")}
+    events.stage(f"gate:{gate}", probe=probe["id"], control=control)
+    result = executor.run_probes(gate, [probe], "candidate", progress)
+    add_detail(result, {"control": control, "probe_override": override, "probe": probe})
+    if result["verdict"] == "fail" and control["verdict"] in ("fail", "error"):
+        result["detail"]["candidate_verdict"] = "fail"
+        result["verdict"] = "n/a"
+        result["reason"] = (f"positive control model_fp32 does not pass this probe here "
+                            f"({control['verdict']}: {control['reason']}); the candidate: {result.get('reason', '')}")
+    for e in result.get("evidence", []):
+        if e.get("probe"):
+            e["replay"] = _replay(request, gate, e["probe"], override)
+    return result
 
 
 def _judge_gate(gate: str, executor, request: dict, settings: dict, events: _Events) -> dict:
@@ -102,6 +148,12 @@ def _judge_gate(gate: str, executor, request: dict, settings: dict, events: _Eve
     why = _core.not_applicable(gate, executor.task.contract)
     if why:
         return {"id": gate, "verdict": "n/a", "signature": [], "reason": why, "probes": 0, "evidence": []}
+    override = _probe_override(settings)
+    if override is not None:
+        return _judge_overridden_probe(gate, executor, request, override, events)
+    if settings.get("probe_override") is not None:
+        return _gate_error(gate, "bad-override", f"settings.probe_override is not an object: "
+                                                 f"{settings['probe_override']!r}")
     progress = lambda probe_id: events.stage(f"gate:{gate}", probe=probe_id)
     excluded: dict[str, str] = {}
     if settings.get("check_controls", True):
@@ -223,7 +275,7 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
     timing.stage("load_s", load_began)
     candidate_flags = precision_flags()
 
-    if part in ("all", "standard"):
+    if part in ("all", "standard") and _probe_override(settings) is None:
         events.stage("standard_check")
         began = time.perf_counter()
         record["standard_check"] = {**standard_check(session), "compiled": True}
@@ -315,6 +367,9 @@ def handle(request: dict, out=sys.stdout) -> bool:
     request = {**request, "settings": settings}
     try:
         if str(request.get("device", "cpu")).startswith("cuda"):
+            if _probe_override(settings) is not None:
+                # One probe re-run: no standard check, the gates' child alone.
+                return _run_child(request, "gates", out) is not None
             standard = _run_child(request, "standard", out)
             if standard is None:
                 return False

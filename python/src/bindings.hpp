@@ -14,5 +14,6 @@ void bind_ambient(nb::module_& m);       // ambient.cpp: MXCSR
 void bind_arena(nb::module_& m);         // arena_binding.cpp: the guarded arena over host memory
 void bind_records(nb::module_& m);       // records.cpp: seeds and records
 void bind_python_worker(nb::module_& m); // python_worker_binding.cpp: the sandbox of kcv.verify()
+void bind_probe_override(nb::module_& m); // probe_override.cpp: a probe re-run with smaller inputs
 
 }  // namespace kcv::py

@@ -61,5 +61,6 @@ NB_MODULE(_core, m) {
     kcv::py::bind_arena(m);
     kcv::py::bind_records(m);
     kcv::py::bind_python_worker(m);
+    kcv::py::bind_probe_override(m);
     kcv::gdn::bind_oracle(m);
 }

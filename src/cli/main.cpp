@@ -75,10 +75,49 @@ int cmd_verify(const std::string& contract, const std::string& candidate, const 
     return kcv::any_violation(r) ? kExitFail : kExitPass;
 }
 
+// One probe of a Python candidate, re-run alone with parts of its input overridden (a replay
+// written by kcv disputes): the worker's settings.probe_override.
+struct ProbeReplay {
+    std::string probe;
+    std::vector<std::string> dims;   // NAME=SIZE
+    double scale = 0;
+    bool single_special = false;
+    bool any_override() const { return !dims.empty() || scale > 0 || single_special; }
+};
+
+nlohmann::json probe_override_json(const ProbeReplay& p) {
+    nlohmann::json o = {{"probe", p.probe}};
+    for (const auto& d : p.dims) {
+        const auto eq = d.find('=');
+        if (eq == std::string::npos || eq == 0) throw std::runtime_error("--dim takes NAME=SIZE, got '" + d + "'");
+        size_t used = 0;
+        int64_t v = 0;
+        try {
+            v = std::stoll(d.substr(eq + 1), &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || eq + 1 + used != d.size()) throw std::runtime_error("--dim " + d + ": SIZE is not an integer");
+        o["dims"][d.substr(0, eq)] = v;
+    }
+    if (p.scale > 0) o["family_scale"] = p.scale;
+    if (p.single_special) o["single_special"] = true;
+    return o;
+}
+
 // A Python candidate (KernelBench convention) is judged by a Python worker process.
 int cmd_verify_python(const std::string& reference, const std::string& candidate, const std::string& device,
-                      const std::string& json_out, const std::vector<std::string>& gates, const kcv::VerifyOptions& o,
-                      double stage_timeout_s, const std::string& python) {
+                      const std::string& json_out, std::vector<std::string> gates, const kcv::VerifyOptions& o,
+                      double stage_timeout_s, const std::string& python, const ProbeReplay& replay) {
+    nlohmann::json settings = kcv::to_json(o.settings);
+    if (!replay.probe.empty()) {
+        const std::string probe_gate = replay.probe.substr(0, replay.probe.find('/'));
+        if (gates.empty()) gates = {probe_gate};
+        if (gates.size() != 1) throw std::runtime_error("--probe replays one probe of one gate: give one --gate");
+        settings["probe_override"] = probe_override_json(replay);
+    } else if (replay.any_override()) {
+        throw std::runtime_error("--dim, --scale and --single-special apply to one probe: give --probe");
+    }
     kcv::WorkerConfig cfg;
     cfg.python = python;
     cfg.stage_timeout_s = stage_timeout_s;
@@ -88,7 +127,7 @@ int cmd_verify_python(const std::string& reference, const std::string& candidate
                           {"candidate", fs::absolute(candidate).string()},
                           {"device", device},
                           {"seed", o.settings.seed},
-                          {"settings", kcv::to_json(o.settings)},
+                          {"settings", settings},
                           {"stage_timeout_s", stage_timeout_s}};
     if (!gates.empty()) req["gates"] = gates;
     const bool tty = isatty(2);
@@ -171,6 +210,11 @@ int main(int argc, char** argv) {
     verify->add_option("--json", json_out, "write the record here");
     verify->add_option("--gate", only_gates, "run only these gates (repeatable)");
     verify->add_option("--probe", probe, "run only this probe (a replay)");
+    ProbeReplay py_replay;
+    verify->add_option("--dim", py_replay.dims, "with --probe (Python): NAME=SIZE, repeatable");
+    verify->add_option("--scale", py_replay.scale, "with --probe (Python): scale of the probe's value family");
+    verify->add_flag("--single-special", py_replay.single_special,
+                     "with --probe (Python): a single special value instead of scattered ones");
     add_settings(verify, vo);
 
     kcv::VerifyOptions ro;
@@ -227,9 +271,14 @@ int main(int argc, char** argv) {
         }
         if (*verify) {
             if (!reference.empty()) {
-                return cmd_verify_python(reference, candidate, device, json_out, only_gates, vo, stage_timeout, python);
+                py_replay.probe = probe;
+                return cmd_verify_python(reference, candidate, device, json_out, only_gates, vo, stage_timeout, python,
+                                         py_replay);
             }
             if (contract.empty()) throw std::runtime_error("verify needs --contract (native) or --reference (Python)");
+            if (py_replay.any_override())
+                throw std::runtime_error("--dim, --scale and --single-special are for Python candidates; a native "
+                                         "probe is replayed with them by kcv replay");
             return cmd_verify(contract, candidate, json_out, only_gates, probe, vo);
         }
         if (*audit) return cmd_audit(corpus, problems, ao, shard);

@@ -370,7 +370,10 @@ void add_report_commands(CLI::App& app, Commands& commands) {
         ->check(CLI::IsMember({"1e-2", "1e-4"}));
     disputes->add_option("--max-trials", da->opts.max_trials, "re-runs allowed per shrink");
     disputes->add_option("--kernels", da->opts.verify.kernel_dir, "directory of the project's kernels");
-    disputes->add_flag("--no-shrink", da->no_shrink, "do not re-run native candidates to shrink their input");
+    disputes->add_option("--python", da->opts.python, "interpreter for the Python worker (Python candidates)");
+    disputes->add_option("--stage-timeout", da->opts.stage_timeout_s,
+                         "seconds without progress before a stage of a Python trial counts as hung");
+    disputes->add_flag("--no-shrink", da->no_shrink, "do not re-run candidates to shrink their input");
     commands.add(disputes, [da] { return run_disputes(*da); });
 
     auto pa = std::make_shared<ReplayArgs>();

@@ -1,9 +1,9 @@
 // Disputed verdicts for a person to audit: where kcv and the standard check disagree, a seeded
 // sample stratified by gate and operator, each written as a packet with a minimal reproducer.
-// Native candidates are shrunk by re-running the failing probe with smaller dimensions and
-// simpler values (the controls must still pass there, so the minimal input stays inside what
-// correct implementations handle); for Python candidates the packet carries the request the
-// worker would need to do the same.
+// A failing probe is shrunk by re-running it alone with smaller dimensions and simpler values
+// (the controls must still pass there, so the minimal input stays inside what correct
+// implementations handle): native candidates in a sandboxed worker of this process, Python
+// candidates through the Python worker's probe override. One driver decides for both.
 #include "kcv/disputes.hpp"
 
 #include <xxhash.h>
@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/python_worker.hpp"
 #include "engine/sandbox.hpp"
 #include "kcv/execution.hpp"
 #include "kcv/journal_report.hpp"
@@ -52,23 +53,6 @@ GateResult error_result(const std::string& id, const std::string& code, const st
     return r;
 }
 
-void apply(Probe& p, const ProbeOverride& o) {
-    for (const auto& [k, v] : o.dims) p.dims[k] = v;
-    // A class named after the probe's shape ("fails at N=17") must say the shape was changed.
-    if (!o.dims.empty() && p.note.is_object() && p.note.contains("signature_class") &&
-        p.note["signature_class"].is_string()) {
-        std::string at;
-        for (const auto& [k, v] : o.dims) at += (at.empty() ? "" : ", ") + k + "=" + std::to_string(v);
-        p.note["signature_class"] = p.note["signature_class"].get<std::string>() + " (shrunk to " + at + ")";
-    }
-    if (o.family_scale) p.family.scale = *o.family_scale;
-    if (o.single_special) {
-        for (auto& ov : p.overrides) {
-            if (ov.specials && ov.specials->pattern == Specials::Pattern::scattered) ov.specials->rate = 0;
-        }
-    }
-}
-
 std::string reprobe_worker(const GateDef& g, const Contract& c, const std::string& candidate,
                            const std::vector<std::string>& control_paths, const Settings& s,
                            const std::string& probe_id, const ProbeOverride& o) {
@@ -78,15 +62,7 @@ std::string reprobe_worker(const GateDef& g, const Contract& c, const std::strin
         return to_json(error_result(g.id, "no-such-probe", "gate " + std::string(g.id) + " plans no probe '" +
                                                                probe_id + "' for " + c.id))
             .dump();
-    for (const auto& [k, v] : o.dims) {
-        const Dim* d = c.dim(k);
-        if (!d) return to_json(error_result(g.id, "unknown-dim", c.id + " has no dimension '" + k + "'")).dump();
-        if (v < d->min || v > d->max)
-            return to_json(error_result(g.id, "dim-out-of-range",
-                                        k + " = " + std::to_string(v) + " lies outside [" + std::to_string(d->min) +
-                                            ", " + std::to_string(d->max) + "]"))
-                .dump();
-    }
+    if (auto problem = override_problem(g.id, c, o)) return to_json(*problem).dump();
     Probe p = *it;
     apply(p, o);
     std::unique_ptr<Backend> cand = load_native(candidate);
@@ -249,6 +225,58 @@ nlohmann::json to_json(const ProbeOverride& o) {
     return j;
 }
 
+ProbeOverride probe_override_from_json(const nlohmann::json& j) {
+    if (!j.is_object()) throw std::invalid_argument("a probe override is a JSON object, got " + j.dump());
+    ProbeOverride o;
+    if (j.contains("dims") && !j["dims"].is_null()) {
+        if (!j["dims"].is_object()) throw std::invalid_argument("probe override: dims must map names to sizes");
+        for (const auto& [k, v] : j["dims"].items()) {
+            if (!v.is_number_integer())
+                throw std::invalid_argument("probe override: dimension " + k + " must be an integer, got " + v.dump());
+            o.dims[k] = v.get<int64_t>();
+        }
+    }
+    if (j.contains("family_scale") && !j["family_scale"].is_null()) {
+        if (!j["family_scale"].is_number() || !(j["family_scale"].get<double>() > 0))
+            throw std::invalid_argument("probe override: family_scale must be a positive number");
+        o.family_scale = j["family_scale"].get<double>();
+    }
+    if (j.contains("single_special") && !j["single_special"].is_null()) {
+        if (!j["single_special"].is_boolean()) throw std::invalid_argument("probe override: single_special is a boolean");
+        o.single_special = j["single_special"].get<bool>();
+    }
+    return o;
+}
+
+std::optional<GateResult> override_problem(const std::string& gate, const Contract& c, const ProbeOverride& o) {
+    for (const auto& [k, v] : o.dims) {
+        const Dim* d = c.dim(k);
+        if (!d) return error_result(gate, "unknown-dim", c.id + " has no dimension '" + k + "'");
+        if (v < d->min || v > d->max)
+            return error_result(gate, "dim-out-of-range",
+                                k + " = " + std::to_string(v) + " lies outside [" + std::to_string(d->min) + ", " +
+                                    std::to_string(d->max) + "]");
+    }
+    return std::nullopt;
+}
+
+void apply(Probe& p, const ProbeOverride& o) {
+    for (const auto& [k, v] : o.dims) p.dims[k] = v;
+    // A class named after the probe's shape ("fails at N=17") must say the shape was changed.
+    if (!o.dims.empty() && p.note.is_object() && p.note.contains("signature_class") &&
+        p.note["signature_class"].is_string()) {
+        std::string at;
+        for (const auto& [k, v] : o.dims) at += (at.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+        p.note["signature_class"] = p.note["signature_class"].get<std::string>() + " (shrunk to " + at + ")";
+    }
+    if (o.family_scale) p.family.scale = *o.family_scale;
+    if (o.single_special) {
+        for (auto& ov : p.overrides) {
+            if (ov.specials && ov.specials->pattern == Specials::Pattern::scattered) ov.specials->rate = 0;
+        }
+    }
+}
+
 GateResult run_probe_with(const GateDef& g, const Contract& c, const std::string& candidate,
                           const VerifyOptions& opts, const std::string& probe_id, const ProbeOverride& o) {
     const std::vector<std::string> controls = control_paths_of(c, opts);
@@ -307,48 +335,35 @@ std::string replay_override_command(const Contract& c, const std::string& candid
     return os.str();
 }
 
-ShrinkResult shrink_native(const Contract& c, const std::string& candidate, const std::string& gate,
-                           const std::string& probe_id, const VerifyOptions& opts, int max_trials) {
+ShrinkResult shrink_probe(const Probe& planned, const std::vector<Dim>& dims, const ShrinkTrialFn& trial,
+                          int max_trials) {
     ShrinkResult out;
-    out.probe = probe_id;
-    const GateDef* g = find_gate(gate);
-    if (!g) {
-        out.note = "unknown gate " + gate;
-        return out;
-    }
-    const std::vector<Probe> planned = g->plan(c, opts.settings);
-    auto it = std::find_if(planned.begin(), planned.end(), [&](const Probe& p) { return p.id == probe_id; });
-    if (it == planned.end()) {
-        out.note = "gate " + gate + " plans no probe '" + probe_id + "' for " + c.id + " at these settings";
-        return out;
-    }
-    out.original_dims = it->dims;
-    out.dims = it->dims;
+    out.probe = planned.id;
+    out.original_dims = planned.dims;
+    out.dims = planned.dims;
 
     int trials = 0;
     std::map<std::string, GateResult> seen;
+    // A failure that is kept: the gate fails and the controls are known to pass there.
     auto attempt = [&](const ProbeOverride& o) -> const GateResult& {
         const std::string key = to_json(o).dump();
         auto found = seen.find(key);
         if (found != seen.end()) return found->second;
         ++trials;
-        GateResult r = run_probe_with(*g, c, candidate, opts, probe_id, o);
-        // The minimal input must stay one that correct implementations handle (fairness rule 1).
-        std::string controls = "-";
-        if (r.verdict == Verdict::fail) {
-            controls = "pass";
-            for (const auto& cp : control_paths_of(c, opts)) {
-                const GateResult cr = run_probe_with(*g, c, cp, opts, probe_id, o);
-                if (cr.verdict == Verdict::fail || cr.verdict == Verdict::error) controls = "fail";
-            }
-        }
+        ShrinkTrial t = trial(o);
+        const char* controls = t.controls == ShrinkTrial::Controls::pass   ? "pass"
+                               : t.controls == ShrinkTrial::Controls::fail ? "fail"
+                                                                            : "-";
         out.trials.push_back({{"override", to_json(o)},
-                              {"verdict", name(r.verdict)},
-                              {"signature", r.signature},
+                              {"verdict", name(t.result.verdict)},
+                              {"signature", t.result.signature},
                               {"controls", controls}});
-        if (r.verdict == Verdict::fail && controls == "fail") {
+        GateResult& r = t.result;
+        if (r.verdict == Verdict::fail && t.controls != ShrinkTrial::Controls::pass) {
             r.verdict = Verdict::na;
-            r.reason = "a positive control fails here too: " + r.reason;
+            r.reason = (t.controls == ShrinkTrial::Controls::fail ? "a positive control fails here too: "
+                                                                  : "the positive controls did not run here: ") +
+                       r.reason;
         }
         return seen.emplace(key, std::move(r)).first->second;
     };
@@ -356,23 +371,20 @@ ShrinkResult shrink_native(const Contract& c, const std::string& candidate, cons
     ProbeOverride best;
     {
         const GateResult& first = attempt(best);
+        out.result = first;
         if (first.verdict != Verdict::fail) {
             out.note = "the probe did not fail again when re-run alone (" + std::string(name(first.verdict)) +
                        (first.reason.empty() ? "" : ": " + first.reason) +
                        "); a failure that needs the gate's earlier probes (state kept across calls) is not shrunk";
-            out.result = first;
-            out.replay = replay_override_command(c, candidate, opts.settings, probe_id, best);
             return out;
         }
         out.reproduced = true;
-        out.result = first;
     }
     for (int round = 0; round < 2; ++round) {
         bool changed = false;
-        for (const Dim& d : c.dims) {
-            if (!d.free) continue;
-            const int64_t current = out.dims.at(d.name);
-            for (int64_t v : ladder_below(current, d.min, d.max)) {
+        for (const Dim& d : dims) {
+            if (!d.free || !out.dims.count(d.name)) continue;
+            for (int64_t v : ladder_below(out.dims.at(d.name), d.min, d.max)) {
                 if (trials >= max_trials) break;
                 ProbeOverride o = best;
                 o.dims[d.name] = v;
@@ -388,9 +400,9 @@ ShrinkResult shrink_native(const Contract& c, const std::string& candidate, cons
         }
         if (!changed) break;
     }
-    if (it->family.kind == Family::Kind::band || it->family.kind == Family::Kind::offset) {
+    if (planned.family.kind == Family::Kind::band || planned.family.kind == Family::Kind::offset) {
         for (double scale : {10.0, 100.0, 1000.0}) {
-            if (scale >= it->family.scale || trials >= max_trials) break;
+            if (scale >= planned.family.scale || trials >= max_trials) break;
             ProbeOverride o = best;
             o.family_scale = scale;
             const GateResult& r = attempt(o);
@@ -401,7 +413,7 @@ ShrinkResult shrink_native(const Contract& c, const std::string& candidate, cons
             }
         }
     }
-    const bool scattered = std::any_of(it->overrides.begin(), it->overrides.end(), [](const InputOverride& ov) {
+    const bool scattered = std::any_of(planned.overrides.begin(), planned.overrides.end(), [](const InputOverride& ov) {
         return ov.specials && ov.specials->pattern == Specials::Pattern::scattered && ov.specials->rate > 0;
     });
     if (scattered && trials < max_trials) {
@@ -414,9 +426,186 @@ ShrinkResult shrink_native(const Contract& c, const std::string& candidate, cons
         }
     }
     out.applied = best;
-    out.replay = replay_override_command(c, candidate, opts.settings, probe_id, best);
-    for (auto& e : out.result.evidence) e.replay = out.replay;
     if (trials >= max_trials) out.note = "stopped after " + std::to_string(trials) + " trials";
+    return out;
+}
+
+ShrinkResult shrink_native(const Contract& c, const std::string& candidate, const std::string& gate,
+                           const std::string& probe_id, const VerifyOptions& opts, int max_trials) {
+    ShrinkResult out;
+    out.probe = probe_id;
+    const GateDef* g = find_gate(gate);
+    if (!g) {
+        out.note = "unknown gate " + gate;
+        return out;
+    }
+    const std::vector<Probe> planned = g->plan(c, opts.settings);
+    auto it = std::find_if(planned.begin(), planned.end(), [&](const Probe& p) { return p.id == probe_id; });
+    if (it == planned.end()) {
+        out.note = "gate " + gate + " plans no probe '" + probe_id + "' for " + c.id + " at these settings";
+        return out;
+    }
+    const std::vector<std::string> control_paths = control_paths_of(c, opts);
+    out = shrink_probe(
+        *it, c.dims,
+        [&](const ProbeOverride& o) {
+            ShrinkTrial t;
+            t.result = run_probe_with(*g, c, candidate, opts, probe_id, o);
+            // Controls run only where the candidate fails: only a failure can be kept.
+            if (t.result.verdict == Verdict::fail) {
+                t.controls = ShrinkTrial::Controls::pass;
+                for (const auto& cp : control_paths) {
+                    const GateResult cr = run_probe_with(*g, c, cp, opts, probe_id, o);
+                    if (cr.verdict == Verdict::fail || cr.verdict == Verdict::error)
+                        t.controls = ShrinkTrial::Controls::fail;
+                }
+            }
+            return t;
+        },
+        max_trials);
+    out.replay = replay_override_command(c, candidate, opts.settings, probe_id, out.applied);
+    if (out.reproduced)
+        for (auto& e : out.result.evidence) e.replay = out.replay;
+    return out;
+}
+
+namespace {
+
+std::string record_reference(const nlohmann::json& r) {
+    return r.contains("reference") && r["reference"].is_string() ? r["reference"].get<std::string>()
+                                                                 : r.value("problem", std::string());
+}
+
+std::string record_candidate(const nlohmann::json& r) {
+    return r.contains("candidate") && r["candidate"].is_object() ? r["candidate"].value("path", std::string())
+                                                                 : std::string();
+}
+
+// The task's dimensions as the record's contract document lists them.
+std::vector<Dim> task_dims(const nlohmann::json& record) {
+    std::vector<Dim> dims;
+    if (!record.contains("task") || !record["task"].is_object() || !record["task"].contains("contract")) return dims;
+    for (const auto& d : record["task"]["contract"].value("dims", nlohmann::json::array())) {
+        Dim dim;
+        dim.name = d.value("name", std::string());
+        dim.nominal = d.value("nominal", int64_t(1));
+        dim.free = d.value("free", false);
+        dim.min = d.value("min", int64_t(1));
+        dim.max = d.value("max", std::numeric_limits<int64_t>::max());
+        dims.push_back(std::move(dim));
+    }
+    return dims;
+}
+
+// The gate result of one Python trial, from the worker's record.
+GateResult python_gate_result(const nlohmann::json& rec, const std::string& gate) {
+    for (const auto& g : rec.value("gates", nlohmann::json::array()))
+        if (g.value("id", "") == gate) return gate_result_from_json(g);
+    if (rec.contains("error") && rec["error"].is_object())
+        return error_result(gate, rec["error"].value("code", "worker-error"), rec["error"].value("message", ""));
+    return error_result(gate, "no-result", "the worker's record has no result for " + gate);
+}
+
+}  // namespace
+
+nlohmann::json python_probe_request(const nlohmann::json& record, const std::string& gate,
+                                    const std::string& probe_id, const ProbeOverride& o) {
+    nlohmann::json settings = record.value("settings", nlohmann::json::object());
+    if (!settings.is_object()) settings = nlohmann::json::object();
+    nlohmann::json po = to_json(o);
+    po["probe"] = probe_id;
+    settings["probe_override"] = po;
+    return {{"id", record_id(record)},
+            {"reference", record_reference(record)},
+            {"candidate", record_candidate(record)},
+            {"device", record.value("device", std::string("cpu"))},
+            {"seed", settings.value("seed", uint64_t(0))},
+            {"settings", settings},
+            {"gates", {gate}}};
+}
+
+std::string python_replay_command(const nlohmann::json& record, const std::string& gate, const std::string& probe_id,
+                                  const ProbeOverride& o) {
+    const auto settings = record.value("settings", nlohmann::json::object());
+    std::string device = record.value("device", std::string("cpu"));
+    device = device.substr(0, device.find(':'));
+    std::ostringstream os;
+    os << "kcv verify --reference " << shell_quote(record_reference(record)) << " --candidate "
+       << shell_quote(record_candidate(record)) << " --device " << device << " --seed "
+       << settings.value("seed", uint64_t(0));
+    const Settings defaults;
+    if (settings.value("c", defaults.c) != defaults.c) os << " --c " << num(settings.value("c", defaults.c));
+    if (settings.value("ord03_margin", defaults.ord03_margin) != defaults.ord03_margin)
+        os << " --margin " << num(settings.value("ord03_margin", defaults.ord03_margin));
+    if (settings.value("quick", false)) os << " --quick";
+    os << " --gate " << gate << " --probe " << shell_quote(probe_id);
+    for (const auto& [k, v] : o.dims) os << " --dim " << shell_quote(k + "=" + std::to_string(v));
+    if (o.family_scale) os << " --scale " << num(*o.family_scale);
+    if (o.single_special) os << " --single-special";
+    return os.str();
+}
+
+ShrinkResult shrink_python(const nlohmann::json& record, const std::string& gate, const std::string& probe_id,
+                           const PythonShrinkOptions& opts) {
+    WorkerConfig cfg;
+    cfg.python = opts.python;
+    cfg.stage_timeout_s = opts.stage_timeout_s;
+    PythonWorker worker(cfg);
+    auto run = [&](const ProbeOverride& o) {
+        ShrinkTrial t;
+        // The worker runs the control before the candidate and announces its outcome, so that a
+        // candidate that kills the worker still leaves the control's verdict behind.
+        std::optional<nlohmann::json> announced;
+        const nlohmann::json rec =
+            worker.judge(python_probe_request(record, gate, probe_id, o), [&](const nlohmann::json& ev) {
+                if (ev.value("event", "") == "stage" && ev.contains("control") && ev["control"].is_object())
+                    announced = ev["control"];
+            });
+        t.result = python_gate_result(rec, gate);
+        nlohmann::json control;
+        if (t.result.detail.is_object() && t.result.detail.contains("control")) control = t.result.detail["control"];
+        else if (announced) control = *announced;
+        if (control.is_object()) {
+            const std::string v = control.value("verdict", "");
+            t.controls = v == "pass" || v == "n/a" ? ShrinkTrial::Controls::pass : ShrinkTrial::Controls::fail;
+        }
+        return t;
+    };
+
+    ShrinkResult out;
+    out.probe = probe_id;
+    // The first trial, unshrunk, also tells what the probe is: its dims, family and specials as
+    // the worker planned them (CMP-02 plans probes in the Python layer that libkcv alone cannot).
+    std::optional<ShrinkTrial> first = run({});
+    const nlohmann::json detail = first->result.detail;
+    Probe planned;
+    planned.id = probe_id;
+    if (detail.is_object() && detail.contains("probe") && detail["probe"].is_object()) {
+        try {
+            planned = probe_from_json(detail["probe"]);
+        } catch (const std::exception& e) {
+            out.note = std::string("the worker described the probe in a form this build cannot read: ") + e.what();
+        }
+    } else if (first->result.verdict == Verdict::fail) {
+        out.note = "the worker did not describe the probe (an older kcv.worker?), so only its values can be reduced";
+    }
+    const std::string why_not = out.note;
+    out = shrink_probe(
+        planned, task_dims(record),
+        [&](const ProbeOverride& o) {
+            if (o.empty() && first) {
+                ShrinkTrial t = std::move(*first);
+                first.reset();
+                return t;
+            }
+            return run(o);
+        },
+        opts.max_trials);
+    if (!why_not.empty()) out.note = why_not + (out.note.empty() ? "" : "; " + out.note);
+    worker.finish(5);
+    out.replay = python_replay_command(record, gate, probe_id, out.applied);
+    if (out.reproduced)
+        for (auto& e : out.result.evidence) e.replay = out.replay;
     return out;
 }
 
@@ -457,7 +646,10 @@ nlohmann::json python_shrink_request(const nlohmann::json& record, const std::st
               {"order", "each free dimension in turn, sizes in the order listed (smallest first), the first size "
                         "that still fails is kept; two rounds; then the values"},
               {"values", {{"band_scales", {10, 100, 1000}}, {"specials", "a single injected special value"}}},
-              {"answer", "one event {\"event\": \"shrunk\", \"dims\": {...}, \"values\": {...}, \"result\": GateResult}"}}}};
+              {"trial", "this request with settings.probe_override = {\"probe\": probe, \"dims\": {...}, "
+                        "\"family_scale\": x?, \"single_special\": bool?}; the worker runs the probe alone on the "
+                        "candidate and on the fp32 control and answers a record whose gate carries detail.control"},
+              {"run", "kcv disputes on a machine that holds the reference and the candidate"}}}};
 }
 
 namespace {
@@ -603,36 +795,51 @@ DisputeSummary write_dispute_packets(const std::vector<nlohmann::json>& records,
                 const std::string original_replay = ev.front().value("replay", "");
                 if (!original_replay.empty()) one_command = original_replay;
                 md << "\n### Minimal input\n\n";
-                if (is_python_record(r)) {
+                const bool python = is_python_record(r);
+                std::string python_why_not;
+                if (python && !opts.shrink) python_why_not = "--no-shrink";
+                if (python && opts.shrink) {
+                    for (const std::string& f : {record_reference(r), record_candidate(r)})
+                        if (f.empty() || !fs::exists(f)) python_why_not = "'" + f + "' is not on this machine";
+                    if (probe.empty()) python_why_not = "the evidence names no probe";
+                }
+                if (python && !python_why_not.empty()) {
                     const nlohmann::json req = python_shrink_request(r, stratum.first, probe);
                     std::ofstream(dir / "shrink_request.json") << req.dump(2) << "\n";
-                    md << "Python candidate: the worker has no shrink request yet, so this packet carries the one it "
-                          "would need, [shrink_request.json](shrink_request.json): re-run probe `"
+                    md << "Not shrunk here (" << python_why_not
+                       << "). [shrink_request.json](shrink_request.json) holds what `kcv disputes` sends the Python "
+                          "worker where the files are: probe `"
                        << probe << "` of " << stratum.first
-                       << " with each free dimension of the task lowered to the sizes listed (smallest first, keeping "
-                          "the first at which the gate still fails and the fp32 control passes), then the values "
-                          "reduced (a scaled band to the smallest scale that still fails, scattered special values "
-                          "to a single one). Until then the recorded probe is the reproducer.\n";
+                       << " re-run alone with each free dimension of the task lowered to the sizes listed (smallest "
+                          "first, keeping the first at which the gate still fails and the fp32 control passes), then "
+                          "the values reduced (a scaled band to the smallest scale that still fails, scattered special "
+                          "values to a single one). Until then the recorded probe is the reproducer.\n";
                 } else if (!opts.shrink) {
                     md << "Not shrunk (--no-shrink).\n";
                 } else {
-                    const std::string cand = r.contains("candidate") && r["candidate"].is_object()
-                                                 ? r["candidate"].value("path", std::string())
-                                                 : std::string();
+                    const std::string cand = record_candidate(r);
                     std::string why;
                     ShrinkResult sr;
                     try {
-                        if (cand.empty() || !fs::exists(cand)) throw std::runtime_error("candidate '" + cand + "' is not here");
-                        const Contract c = resolve_contract(r.value("contract", ""));
-                        validate(c);
-                        VerifyOptions vo = opts.verify;
-                        const auto st = r.value("settings", nlohmann::json::object());
-                        vo.settings.seed = st.value("seed", uint64_t(0));
-                        vo.settings.c = st.value("c", 4.0);
-                        vo.settings.envelope_factor = st.value("envelope_factor", 2.0);
-                        vo.settings.ord03_margin = st.value("ord03_margin", 1.2);
-                        vo.settings.quick = st.value("quick", false);
-                        sr = shrink_native(c, cand, stratum.first, probe, vo, opts.max_trials);
+                        if (python) {
+                            PythonShrinkOptions po;
+                            po.python = opts.python;
+                            po.stage_timeout_s = opts.stage_timeout_s;
+                            po.max_trials = opts.max_trials;
+                            sr = shrink_python(r, stratum.first, probe, po);
+                        } else {
+                            if (cand.empty() || !fs::exists(cand)) throw std::runtime_error("candidate '" + cand + "' is not here");
+                            const Contract c = resolve_contract(r.value("contract", ""));
+                            validate(c);
+                            VerifyOptions vo = opts.verify;
+                            const auto st = r.value("settings", nlohmann::json::object());
+                            vo.settings.seed = st.value("seed", uint64_t(0));
+                            vo.settings.c = st.value("c", 4.0);
+                            vo.settings.envelope_factor = st.value("envelope_factor", 2.0);
+                            vo.settings.ord03_margin = st.value("ord03_margin", 1.2);
+                            vo.settings.quick = st.value("quick", false);
+                            sr = shrink_native(c, cand, stratum.first, probe, vo, opts.max_trials);
+                        }
                     } catch (const std::exception& e) {
                         why = e.what();
                     }
@@ -641,8 +848,10 @@ DisputeSummary write_dispute_packets(const std::vector<nlohmann::json>& records,
                     } else {
                         std::ofstream(dir / "shrink.json") << to_json(sr).dump(2) << "\n";
                         md << "Shrunk by re-running probe `" << probe << "` alone with smaller inputs ("
-                           << sr.trials.size() << " trials, [shrink.json](shrink.json)); a step is kept only where the "
-                              "gate still fails and every positive control still passes.\n\n";
+                           << sr.trials.size() << " trials, [shrink.json](shrink.json)"
+                           << (python ? ", each a request to the Python worker with settings.probe_override" : "")
+                           << "); a step is kept only where the gate still fails and every positive control ("
+                           << (python ? "the fp32 Model" : "the contract's controls") << ") still passes.\n\n";
                         md << "- dimensions: " << dims_text(sr.original_dims) << " → **" << dims_text(sr.dims) << "**\n";
                         std::vector<std::string> values;
                         if (sr.applied.family_scale) values.push_back("value scale lowered to " + num(*sr.applied.family_scale));
