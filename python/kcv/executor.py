@@ -24,6 +24,9 @@ outputs means aliasing, not reuse of freed memory.
 
 from __future__ import annotations
 
+import atexit
+import collections
+import functools
 import gc
 import json
 import time
@@ -41,6 +44,8 @@ from .task import Task, as_outputs
 
 # KernelBench builds every model right after set_seed(42): the task's parameters are these.
 WEIGHT_SEED = 42
+# Host memory kept for reference outputs across probes (least recently used dropped first).
+REFERENCE_CACHE_BYTES = 2 << 30
 
 # The CUDA errors after which a context is lost, as PyTorch words them (its messages mention
 # "device-side assertions" in a hint on every CUDA error, so the phrases must be exact).
@@ -118,6 +123,10 @@ class Executor:
         self.settings = dict(settings or {})
         self._models: Models | None = None
         self.gpu_allocator = alloc.installed() if self.device.type == "cuda" else None
+        # y* by the sizes and the exact argument values: the control's run of a probe and the
+        # candidate's, repeated calls and gates that share inputs (ORD-01, ORD-03) need it once.
+        self._references: collections.OrderedDict[tuple, list[torch.Tensor]] = collections.OrderedDict()
+        self._reference_bytes = 0
 
     # ----------------------------------------------------------------------------------------
     # Models per size
@@ -150,6 +159,7 @@ class Executor:
         # at least until the next size. Freezing it keeps the gc.collect() before every call, which
         # makes freed tensors go back to the allocator, from walking that whole heap (~0.2 s each).
         gc.freeze()
+        _unfreeze_at_exit()
         return self._models
 
     def forget_models(self) -> None:
@@ -236,14 +246,20 @@ class Executor:
                     args[pos] = buf
 
                 reference, reference_error = [], ""
-                try:
-                    ref_args = [widen(a) if isinstance(a, torch.Tensor) else a for a in args]
-                    reference = [_host(o) for o in run_reference(m.reference, ref_args)]
-                    del ref_args
-                except ReferencePrecisionError:
-                    raise
-                except Exception as e:
-                    reference_error = f"{type(e).__name__}: {e}"
+                key = self._reference_key(m, raw, values)
+                if key in self._references:
+                    self._references.move_to_end(key)
+                    reference = self._references[key]
+                else:
+                    try:
+                        ref_args = [widen(a) if isinstance(a, torch.Tensor) else a for a in args]
+                        reference = [_host(o) for o in run_reference(m.reference, ref_args)]
+                        del ref_args
+                        self._remember_reference(key, reference)
+                    except ReferencePrecisionError:
+                        raise
+                    except Exception as e:
+                        reference_error = f"{type(e).__name__}: {e}"
                 if reference_error and probe["gate"] == "CMP-01" and index is None:
                     return {"probe": probe["id"], "reason": f"the reference fails at these sizes: {reference_error}"}
                 if index is None:
@@ -261,6 +277,19 @@ class Executor:
             keep_alive.clear()
         return None
 
+    def _reference_key(self, m: Models, raw: list, values: list[torch.Tensor]) -> tuple:
+        """The sizes and the exact values of the reference's arguments."""
+        others = [a for i, a in enumerate(raw) if i not in self.task.positions]
+        return (m.dims_key, *(f"{_core.content_hash(v)}{tuple(v.shape)}{v.dtype}" if isinstance(v, torch.Tensor)
+                              else repr(v) for v in [*values, *others]))
+
+    def _remember_reference(self, key: tuple, reference: list[torch.Tensor]) -> None:
+        self._references[key] = reference
+        self._reference_bytes += sum(r.numel() * r.element_size() for r in reference)
+        while self._reference_bytes > REFERENCE_CACHE_BYTES and len(self._references) > 1:
+            _, old = self._references.popitem(last=False)
+            self._reference_bytes -= sum(r.numel() * r.element_size() for r in old)
+
     def _call(self, probe, call, k, index, outcomes, m, model, args, storage, values, reference, reference_error,
               keep_alive) -> None:
         specs = self.task.document["outputs"]
@@ -274,7 +303,9 @@ class Executor:
             self.gpu_allocator.set_poison("fill", poison)
         else:
             alloc.groom_host_heap([r.numel() * _element_size(s["dtype"]) for r, s in zip(reference, specs)], poison)
-        gc.collect()
+        # Cyclic garbage of the previous calls sits in the young generations; a full collection
+        # would walk everything imported lazily since the models were frozen, at every call.
+        gc.collect(1)
 
         status, error, outs, host = 0, "", [], []
         started = time.perf_counter()
@@ -391,27 +422,70 @@ class Executor:
             return None, applied["error"]["code"], applied["error"]["reason"]
         return applied["probe"], "", ""
 
+    def control_failure(self, gate: str, probe: dict) -> str:
+        """Fairness rule 1 for one probe: why the positive control (the fp32 Model, run as the
+        candidate) does not pass it, or ''."""
+        outcomes = _core.Outcomes()
+        if self.run_probe(probe, outcomes, "control") is not None:
+            return ""
+        r = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
+        if r["verdict"] not in ("fail", "error"):
+            return ""
+        why = r["evidence"][0]["signature"] if r.get("evidence") else r["reason"]
+        return f"{r['verdict']}: {why}"
+
     def control_failures(self, gate: str, progress: Callable[[str], None] | None = None) -> dict[str, str]:
         """Fairness rule 1, probe by probe: the probes of this gate that the positive control
-        (the fp32 Model, run as the candidate) does not pass, with the control's reason."""
+        does not pass, with the control's reason."""
         failures = {}
         for p in self.plan(gate):
             if progress:
                 progress(p["id"])
-            outcomes = _core.Outcomes()
-            if self.run_probe(p, outcomes, "control") is not None:
-                continue
-            r = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
-            if r["verdict"] in ("fail", "error"):
-                why = r["evidence"][0]["signature"] if r.get("evidence") else r["reason"]
-                failures[p["id"]] = f"{r['verdict']}: {why}"
+            why = self.control_failure(gate, p)
+            if why:
+                failures[p["id"]] = why
         return failures
+
+    def run_gate_with_control(self, gate: str, progress: Callable[[str], None] | None = None
+                              ) -> tuple[dict | None, dict[str, str]]:
+        """run_gate under fairness rule 1, each probe's control run right before its candidate
+        run, so that a probe's models are built once rather than once per pass. Returns the
+        candidate's result over the probes the control passes (None when it passes none) and the
+        excluded probes with the control's reason."""
+        probes = self.plan(gate)
+        outcomes = _core.Outcomes()
+        skipped, excluded = [], {}
+        for p in probes:
+            if progress:
+                progress(p["id"])
+            why = self.control_failure(gate, p)
+            if why:
+                excluded[p["id"]] = why
+                continue
+            skip = self.run_probe(p, outcomes, "candidate")
+            if skip:
+                skipped.append(skip)
+        if probes and len(excluded) == len(probes):
+            return None, excluded
+        result = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
+        if skipped:
+            add_detail(result, {"skipped": skipped})
+        if excluded:
+            add_detail(result, {"excluded_by_control": [{"probe": k, "reason": v} for k, v in excluded.items()]})
+        return result, excluded
 
 def add_detail(result: dict, extra: dict) -> None:
     """Adds facts to a GateResult's detail, keeping what the judge put there."""
     if not isinstance(result.get("detail"), dict):
         result["detail"] = {} if result.get("detail") is None else {"judge": result["detail"]}
     result["detail"].update(extra)
+
+
+@functools.cache
+def _unfreeze_at_exit() -> None:
+    # Frozen objects are never collected; at exit they go back to the collector, so that the
+    # extension's objects held in cycles are finalised instead of reported as leaks.
+    atexit.register(lambda: (gc.unfreeze(), gc.collect()))
 
 
 def _element_size(kcv_dtype: str) -> int:

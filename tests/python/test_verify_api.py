@@ -122,9 +122,9 @@ def test_the_same_source_and_seed_give_the_same_record(three_ways):
 def test_timing_of_every_stage(three_ways):
     for how, r in three_ways.items():
         t = r.timing
-        assert set(t) == {"load_s", "standard_check_s", "reference_s", "gates_s", "total_s"}, (how, t)
+        assert set(t) == {"startup_s", "load_s", "standard_check_s", "reference_s", "gates_s", "total_s"}, (how, t)
         assert set(t["gates_s"]) == set(GATES), (how, t)
-        parts = [t["load_s"], t["standard_check_s"], t["reference_s"], *t["gates_s"].values()]
+        parts = [t["startup_s"], t["load_s"], t["standard_check_s"], t["reference_s"], *t["gates_s"].values()]
         assert all(isinstance(s, float) and s >= 0 for s in parts), (how, t)
         # The stages run one after another inside the total, measured by the same clock.
         assert sum(parts) <= t["total_s"] and t["total_s"] == r["seconds"], (how, t)
@@ -228,9 +228,9 @@ def test_gpu_timing_joins_both_children():
     standard check's time comes from that child (numbers exact in binary, so sums are exact)."""
     from kcv.worker import _join_timing
 
-    standard = {"load_s": 1.25, "standard_check_s": 0.5, "gates_s": {}, "total_s": 2.0}
-    gates = {"load_s": 0.75, "reference_s": 0.25, "gates_s": {"ORD-01": 3.0}, "total_s": 4.5}
-    assert _join_timing(standard, gates) == {"load_s": 2.0, "standard_check_s": 0.5, "reference_s": 0.25,
-                                             "gates_s": {"ORD-01": 3.0}, "total_s": 6.5}
+    standard = {"startup_s": 0.5, "load_s": 1.25, "standard_check_s": 0.5, "gates_s": {}, "total_s": 2.0}
+    gates = {"startup_s": 0.25, "load_s": 0.75, "reference_s": 0.25, "gates_s": {"ORD-01": 3.0}, "total_s": 4.5}
+    assert _join_timing(standard, gates) == {"startup_s": 0.75, "load_s": 2.0, "standard_check_s": 0.5,
+                                             "reference_s": 0.25, "gates_s": {"ORD-01": 3.0}, "total_s": 6.5}
     # A standard child that left no timing adds nothing.
     assert _join_timing({}, gates) == {**gates}
