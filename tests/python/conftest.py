@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -11,6 +15,35 @@ import pytest
 DATA = Path(__file__).resolve().parent / "data"
 PROBLEMS = DATA / "problems"
 CANDIDATES = DATA / "candidates"
+
+
+def kcv_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """The installed kcv command, run as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "kcv", *args], capture_output=True, text=True, check=check,
+                          timeout=900)
+
+
+def audited_run_folder(root: Path, samples: dict[int, tuple[str, dict]]) -> tuple[Path, Path]:
+    """A KernelBench run folder (eval_results.json beside level_1_problem_1_sample_<S>_kernel.py,
+    problem 1 being the ReLU problem), turned into a corpus by `kcv corpus --bundle` and audited on
+    the CPU by `kcv audit --quick`: (corpus file, journal). samples: sample -> (candidate, label)."""
+    (root / "problems/level1").mkdir(parents=True)
+    shutil.copy(problem("relu"), root / "problems/level1/1_ReLU.py")
+    run = root / "runs/model_a"
+    run.mkdir(parents=True)
+    labels: dict = {"1": []}
+    for s, (name, label) in samples.items():
+        shutil.copy(candidate(name), run / f"level_1_problem_1_sample_{s}_kernel.py")
+        labels["1"].append({"sample_id": s, **label, "metadata": {"correctness_trials": "(5 / 5)"}})
+    (run / "eval_results.json").write_text(json.dumps(labels))
+    corpus = root / "corpus" / "corpus.jsonl"
+    out = kcv_cli("corpus", str(root / "runs"), "--problems", str(root / "problems"), "--out", str(corpus),
+                  "--bundle")
+    assert f"{len(samples)} candidates written" in out.stdout, out.stdout + out.stderr
+    journal = root / "journal.jsonl"
+    audit = kcv_cli("audit", str(corpus), "--out", str(journal), "--device", "cpu", "--quick", check=False)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    return corpus, journal
 
 
 def problem(name: str) -> Path:

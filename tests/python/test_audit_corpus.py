@@ -8,52 +8,22 @@ data, with labels a standard check would give: it accepts the NaN-swallowing ReL
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from conftest import candidate, problem  # noqa: E402
-
-
-def kcv_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcv", *args], capture_output=True, text=True, check=check,
-                          timeout=900)
+from conftest import audited_run_folder, kcv_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("harness")
-    (root / "problems/level1").mkdir(parents=True)
-    shutil.copy(problem("relu"), root / "problems/level1/1_ReLU.py")
-    run = root / "runs/model_a"
-    run.mkdir(parents=True)
-    samples = {
+def audited(tmp_path_factory) -> tuple[Path, list[dict], dict]:
+    _, journal = audited_run_folder(tmp_path_factory.mktemp("harness"), {
         0: ("relu_correct_torch", {"compiled": True, "correctness": True}),
         1: ("relu_nan_swallowed", {"compiled": True, "correctness": True}),
         2: ("syntax_error", {"compiled": False, "correctness": False}),
-    }
-    labels = {"1": []}
-    for s, (name, label) in samples.items():
-        shutil.copy(candidate(name), run / f"level_1_problem_1_sample_{s}_kernel.py")
-        labels["1"].append({"sample_id": s, **label, "metadata": {"correctness_trials": "(5 / 5)"}})
-    (run / "eval_results.json").write_text(json.dumps(labels))
-    return root
-
-
-@pytest.fixture(scope="module")
-def audited(run_folder: Path) -> tuple[Path, list[dict], dict]:
-    corpus = run_folder / "corpus" / "corpus.jsonl"
-    out = kcv_cli("corpus", str(run_folder / "runs"), "--problems", str(run_folder / "problems"),
-                  "--out", str(corpus), "--bundle")
-    assert "3 candidates written" in out.stdout, out.stdout + out.stderr
-    journal = run_folder / "journal.jsonl"
-    audit = kcv_cli("audit", str(corpus), "--out", str(journal), "--device", "cpu", "--quick", check=False)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
+    })
     records = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     summary = json.loads(Path(str(journal) + ".summary.json").read_text())
     return journal, records, summary

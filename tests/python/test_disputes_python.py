@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +15,7 @@ import pytest
 pytest.importorskip("torch")
 
 import kcv  # noqa: E402
-from conftest import candidate, executor_for, problem  # noqa: E402
-
-
-def kcv_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcv", *args], capture_output=True, text=True, check=check,
-                          timeout=900)
+from conftest import audited_run_folder, candidate, executor_for, kcv_cli, problem  # noqa: E402
 
 
 def run_override(problem_name: str, candidate_name: str, gate: str, override: dict) -> dict:
@@ -105,22 +99,9 @@ def test_a_probe_the_gate_does_not_plan_or_a_dim_the_task_lacks_is_an_error(relu
 
 @pytest.fixture(scope="module")
 def journal(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("disputes")
-    (root / "problems/level1").mkdir(parents=True)
-    shutil.copy(problem("relu"), root / "problems/level1/1_ReLU.py")
-    run = root / "runs/model_a"
-    run.mkdir(parents=True)
     # The standard check accepts the NaN-swallowing ReLU; kcv's EXC-01 does not: a dispute.
-    shutil.copy(candidate("relu_nan_swallowed"), run / "level_1_problem_1_sample_0_kernel.py")
-    (run / "eval_results.json").write_text(json.dumps(
-        {"1": [{"sample_id": 0, "compiled": True, "correctness": True,
-                "metadata": {"correctness_trials": "(5 / 5)"}}]}))
-    corpus = root / "corpus" / "corpus.jsonl"
-    out = kcv_cli("corpus", str(root / "runs"), "--problems", str(root / "problems"), "--out", str(corpus), "--bundle")
-    assert "1 candidates written" in out.stdout, out.stdout + out.stderr
-    journal = root / "journal.jsonl"
-    audit = kcv_cli("audit", str(corpus), "--out", str(journal), "--device", "cpu", "--quick", check=False)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
+    _, journal = audited_run_folder(tmp_path_factory.mktemp("disputes"), {
+        0: ("relu_nan_swallowed", {"compiled": True, "correctness": True})})
     records = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     assert len(records) == 1 and records[0]["standard_check"]["tol_1e-2"] is True, records
     assert "EXC-01" in records[0]["failed_gates"], records[0]["failed_gates"]
