@@ -2,8 +2,8 @@
 """The verifier's cost beside KernelBench's standard check, measured in one audit.
 
 Runs `kcv audit` over a corpus into a fresh journal (or reads a journal given with --journal) and
-reads the per-stage times every record carries (`timing`: load_s, standard_check_s, reference_s,
-gates_s, total_s; see docs/kernelbench.md). For each candidate that loaded:
+reads the per-stage times every record carries (`timing`: startup_s, load_s, standard_check_s,
+reference_s, gates_s, total_s; see docs/kernelbench.md). For each candidate that loaded:
 
   battery  = reference_s + sum(gates_s)   the float64 reference and the twelve gates
   standard = standard_check_s             KernelBench's check: 5 trials, reference first
@@ -98,6 +98,8 @@ def analyse(records: list[dict], workers: int, gpus: int, wall_s: float | None, 
         "standard_s_median": statistics.median([k["standard_s"] for k in per_kernel]) if per_kernel else None,
         "battery_s_median": statistics.median([k["battery_s"] for k in per_kernel]) if per_kernel else None,
         "load_s_median": statistics.median([k["load_s"] for k in per_kernel]) if per_kernel else None,
+        "startup_s_median": statistics.median([float(r["timing"].get("startup_s") or 0.0) for r in loaded])
+        if loaded else None,
         "kernels_per_gpu_hour_excluding_builds": (len(timed) / gpu_hours / max(1, gpus)) if gpu_hours > 0 else None,
         "wall_s": wall_s,
         "records_this_run": new_records,
@@ -128,6 +130,7 @@ def table(s: dict) -> str:
         f"| standard check s, median | {f(s['standard_s_median'], '{:.3f}')} |",
         f"| battery s, median | {f(s['battery_s_median'], '{:.3f}')} |",
         f"| candidate build s, median (excluded) | {f(s['load_s_median'], '{:.3f}')} |",
+        f"| worker start (imports) s, median (counted in the throughput) | {f(s['startup_s_median'], '{:.3f}')} |",
         f"| kernels per GPU-hour, builds excluded | {f(s['kernels_per_gpu_hour_excluding_builds'], '{:.0f}')} |",
         f"| kernels per hour of wall clock, builds included ({s['records_this_run']} records this run) | {f(s['kernels_per_hour_wall_including_builds'], '{:.0f}')} |",
         f"| target ≤ 3× | {'met' if s['targets']['battery_at_most_3x_standard'] else 'missed'} |",
