@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "../../gdn/blackwell_plan.hpp"
 #include "gates/gate_common.hpp"
 #include "kcv/oracle.hpp"
 
@@ -1097,6 +1098,36 @@ TEST(Res02, ResourceBudgets) {
     r = judge_with({-1, -1, -1, -1, 64, 0});
     EXPECT_EQ(r.verdict, Verdict::pass) << dump(r);
     EXPECT_TRUE(r.detail.contains("spill_note"));
+}
+
+// The Blackwell plan of the recurrence kernels (gdn/blackwell_plan.hpp) declares what its kernels
+// would: RES-02's static rules check it, and a variant that double-buffers in tensor memory fails.
+TEST(Res02, BlackwellRecurrencePlanFitsItsBudgets) {
+    namespace bw = gdn::blackwell;
+    static_assert(bw::tmem_columns_used(bw::kForward) == 448 && bw::tmem_columns_used(bw::kBackward) == 448);
+    static_assert(bw::tmem_allocation(448) == 512 && bw::tmem_allocation(20) == 32 && bw::tmem_allocation(513) == 1024);
+    static_assert(bw::smem_bytes(bw::kForward) == 196608 && bw::smem_bytes(bw::kBackward) == 196608);
+    Res02Case t;
+    auto judge_plan = [&](const bw::KernelPlan& plan) {
+        ProbeOutcome o = t.run(t.a, t.a, t.b);
+        o.resources = bw::resources(plan);
+        return t.judge(o);
+    };
+    for (const bw::KernelPlan* plan : {&bw::kForward, &bw::kBackward}) {
+        const GateResult r = judge_plan(*plan);
+        EXPECT_EQ(r.verdict, Verdict::pass) << dump(r);
+        EXPECT_EQ(r.detail.at("resources").at("tmem_columns").get<int>(), 512);
+        EXPECT_EQ(r.detail.at("resources").at("threads_per_block").get<int>(), 384);
+    }
+    const bw::TmemTile doubled[] = {{"S", bw::kK, bw::kV},          {"delta, stage 0", bw::kChunk, bw::kV},
+                                    {"delta, stage 1", bw::kChunk, bw::kV}, {"O, stage 0", bw::kChunk, bw::kV},
+                                    {"O, stage 1", bw::kChunk, bw::kV},     {"P / A", bw::kChunk, bw::kChunk}};
+    bw::KernelPlan over = bw::kForward;
+    over.tiles = doubled;
+    over.n_tiles = 6;
+    const GateResult r = judge_plan(over);
+    ASSERT_EQ(r.verdict, Verdict::fail) << dump(r);
+    EXPECT_EQ(r.signature, std::vector<std::string>{"tmem-budget"}) << dump(r);
 }
 
 }  // namespace
