@@ -142,6 +142,10 @@ private:
         size_t j = i_ + 1;
         while (byte(j) == ' ' || byte(j) == '\t' || byte(j) == '\r') ++j;
         if (byte(j) != '\n') {
+            // toml++ 3.3 reads the whitespace after such a backslash with a test that reaches
+            // undefined behaviour on most non-ASCII characters; the document is invalid anyway.
+            if (j > i_ + 1 && byte(j) >= 0x80)
+                fail("a backslash followed by spaces must end the line (a non-ASCII character follows)");
             skip_escaped();
             return;
         }

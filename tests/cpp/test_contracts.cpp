@@ -529,6 +529,8 @@ TEST(ContractErrors, TomlInputsThatTomlPlusPlusMishandles) {
                    {"t.toml:2: TOML syntax error: non-ASCII character outside a string or comment"});
     expect_message(error_of("[contract]\n\n\ns = \"\"\"\\\n   \xc2\xa7\"\"\"\n", false),
                    {"t.toml:5: TOML syntax error: a non-ASCII character right after a line-ending backslash"});
+    expect_message(error_of("s = \"\"\"a\\ \xc2\xb7 b\"\"\"\n", false),
+                   {"t.toml:1: TOML syntax error: a backslash followed by spaces must end the line"});
     // toml++ reads a bare value ahead through quotes, so a quote inside a token opens no string.
     expect_message(error_of("scale = 0'.5\xc2\xb2'\n", false), {"t.toml:1: TOML syntax error: non-ASCII character"});
     expect_message(error_of("when = 1979-05-27 '\xc3\xa9'\n", false), {"t.toml:1: TOML syntax error: non-ASCII character"});
