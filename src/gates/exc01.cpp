@@ -21,18 +21,7 @@ namespace {
 
 constexpr const char* kGate = "EXC-01";
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return buf;
-}
-
-std::string element(const std::string& name, const Tensor& t, int64_t i) {
-    std::string s = name + "[";
-    const auto coords = t.coords(i);
-    for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
-    return s + "]";
-}
+std::string num(double v) { return format_number(v, "%.6g"); }
 
 bool admits_nonfinite(const InputSpec& in) { return !in.index && info(in.dtype).is_float && in.domain.nonfinite; }
 
@@ -174,7 +163,7 @@ GateResult judge(const Contract& c, const Settings&, const std::vector<ProbeOutc
                     }
                     for (const auto& [cls, m] : found) {
                         const double expected = round_to(y.dtype, ref.get(m.first));
-                        const std::string sig = cls + ": " + element(out, y, m.first) + " = " + num(y.get(m.first)) +
+                        const std::string sig = cls + ": " + element_name(out, y, m.first) + " = " + num(y.get(m.first)) +
                                                 " (" + bits_hex(y.dtype, y.bits(m.first)) + ") where y* = " +
                                                 num(ref.get(m.first)) + " rounds to " + num(expected) + "; " +
                                                 std::to_string(m.count) + " such element" +
@@ -216,7 +205,7 @@ GateResult judge(const Contract& c, const Settings&, const std::vector<ProbeOutc
                                                                                   : "a value that is not NaN")
                            : "outside the row";
                 Evidence e = evidence_at(o, k, j, m.first, m.first,
-                                         "nan-swallowed: " + element(out, y, m.first) + " = " + num(got) + " (" +
+                                         "nan-swallowed: " + element_name(out, y, m.first) + " = " + num(got) + " (" +
                                              points_at + ") where the row holds a NaN and the reference's index is " +
                                              num(ref.get(m.first)) + "; " + std::to_string(m.count) + " such row" +
                                              (m.count == 1 ? "" : "s"),

@@ -33,18 +33,7 @@ constexpr const char* kGate = "EXC-02";
 constexpr const char* kDaz = "daz-input";
 constexpr const char* kFtz = "ftz-output";
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return buf;
-}
-
-std::string element(const std::string& name, const Tensor& t, int64_t i) {
-    std::string s = name + "[";
-    const auto coords = t.coords(i);
-    for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
-    return s + "]";
-}
+std::string num(double v) { return format_number(v, "%.6g"); }
 
 bool has_subnormals(DType t) { return info(t).is_float && info(t).has_subnormals; }
 
@@ -304,7 +293,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                     const double v = y.get(i);
                     const std::string seen = std::isnan(v) ? "NaN" : v == 0 ? (std::signbit(v) ? "-0" : "+0")
                                                                             : num(v) + " (wrong sign)";
-                    const std::string sig = cls + ": " + element(c.outputs[j].name, y, i) + " = " + seen + " (" +
+                    const std::string sig = cls + ": " + element_name(c.outputs[j].name, y, i) + " = " + seen + " (" +
                                             bits_hex(y.dtype, y.bits(i)) + ") where y* = " + num(ys) +
                                             " rounds to the subnormal " + bits_hex(y.dtype, encode(y.dtype, ys)) + "; " +
                                             std::to_string(l.count) + " judged subnormal result" +

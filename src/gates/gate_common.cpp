@@ -1,6 +1,7 @@
 // Pieces every gate shares: default probes, evidence at an element, uniform results.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "gates/gate_common.hpp"
@@ -20,6 +21,19 @@ Probe make_probe(const Contract& c, const Settings& s, const std::string& gate, 
     call.output_poison = Poison::bytes(0xFF);
     p.calls.push_back(call);
     return p;
+}
+
+std::string format_number(double v, const char* format) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+std::string element_name(const std::string& name, const Tensor& t, int64_t i) {
+    std::string s = name + "[";
+    const auto coords = t.coords(i);
+    for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
+    return s + "]";
 }
 
 bool needs_controls(const Contract& c) {

@@ -60,6 +60,10 @@ std::optional<BitDifference> first_bit_difference(const CallOutcome& a, const Ca
 // positive controls on the same inputs: such probes must run with_controls.
 bool needs_controls(const Contract& c);
 
+// How evidence prints a number (a printf format for one double) and an element ("y[3,14]").
+std::string format_number(double v, const char* format);
+std::string element_name(const std::string& name, const Tensor& t, int64_t i);
+
 // Shared verdict helpers.
 GateResult make_result(const GateDef& g);
 // A probe that could not run, or a candidate call that returned nonzero, ends the gate with

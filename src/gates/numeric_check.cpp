@@ -13,18 +13,7 @@
 namespace kcv::gates {
 namespace {
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return buf;
-}
-
-std::string element(const std::string& output, const Tensor& t, int64_t i) {
-    std::string s = output + "[";
-    const auto coords = t.coords(i);
-    for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
-    return s + "]";
-}
+std::string num(double v) { return format_number(v, "%.6g"); }
 
 // NaN ranks above everything, so a NaN anywhere is the reported worst.
 bool worse(double a, double b) {
@@ -70,7 +59,7 @@ OutputCheck analytic_check(const Contract& c, const Settings& s, const ProbeOutc
         r.detail["scale"] = scale.buf ? scale.get(a.worst) : std::fabs(co.reference[out].get(a.worst));
     }
     if (!a.pass() && a.worst >= 0)
-        r.signature = violation_line(element(spec.name, y, a.worst), y.get(a.worst), co.reference[out].get(a.worst),
+        r.signature = violation_line(element_name(spec.name, y, a.worst), y.get(a.worst), co.reference[out].get(a.worst),
                                      a.err_at_worst, a.tau_at_worst, a.r);
     return r;
 }
@@ -114,7 +103,7 @@ OutputCheck envelope_check(const Contract& c, const Settings& s, const ProbeOutc
                 {"err_floor", floor}, {"factor", s.envelope_factor}};
     if (!(r.r <= 1.0) && ec.worst >= 0) {
         const double bound = s.envelope_factor * std::max(controls_max, floor);
-        const std::string where = element(spec.name, y, ec.worst);
+        const std::string where = element_name(spec.name, y, ec.worst);
         const double actual = y.get(ec.worst);
         r.signature = std::isfinite(actual)
                           ? "r = " + num(r.r) + " > 1: relative error " + num(ec.err) + " vs envelope " + num(bound) +

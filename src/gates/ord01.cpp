@@ -24,11 +24,7 @@ bool worse(double a, double b) {
     return a > b;
 }
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4g", v);
-    return buf;
-}
+std::string num(double v) { return format_number(v, "%.4g"); }
 
 // Outputs under the envelope model are judged against the positive controls on the same inputs.
 std::vector<Probe> plan(const Contract& c, const Settings& s) {

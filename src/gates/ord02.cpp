@@ -26,23 +26,12 @@ constexpr const char* kGate = "ORD-02";
 constexpr const char* kPoisons = "poisons";
 constexpr const char* kAba = "A-B-A";
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return buf;
-}
+std::string num(double v) { return format_number(v, "%.6g"); }
 
 std::string hex(uint64_t v) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
     return buf;
-}
-
-std::string element(const std::string& name, const Tensor& t, int64_t i) {
-    std::string s = name + "[";
-    const auto coords = t.coords(i);
-    for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
-    return s + "]";
 }
 
 std::string describe(const Poison& p) {
@@ -132,7 +121,7 @@ Evidence diff_evidence(const Contract& c, const ProbeOutcome& o, size_t run_a, s
 std::string diff_text(const Contract& c, const ProbeOutcome& o, size_t run_a, size_t run_b, const RunDiff& d) {
     const Tensor& ya = o.calls[run_a].outputs[d.output];
     const Tensor& yb = o.calls[run_b].outputs[d.output];
-    return element(c.outputs[d.output].name, yb, d.index) + " = " + bits_hex(yb.dtype, yb.bits(d.index)) +
+    return element_name(c.outputs[d.output].name, yb, d.index) + " = " + bits_hex(yb.dtype, yb.bits(d.index)) +
            " in run " + std::to_string(run_b) + " but " + bits_hex(ya.dtype, ya.bits(d.index)) + " in run " +
            std::to_string(run_a) + " (" + std::to_string(d.count) + " elements differ)";
 }
@@ -264,7 +253,7 @@ void judge_aba(const Contract& c, const ProbeOutcome& o, const std::vector<Numer
     }
     if (!repeat_at_worst && !(differ > 0 && repeated == differ)) return;
     const int64_t at = repeat_at_worst ? w : first_repeat;
-    const std::string where = element(c.outputs[j].name, yb, at);
+    const std::string where = element_name(c.outputs[j].name, yb, at);
     const std::string counts = std::to_string(repeated) + " of the " + std::to_string(differ) +
                                " elements whose reference differs between A and B repeat A's bits";
     // A and B write into the same poison, so an output that depends on its prior contents can

@@ -25,11 +25,7 @@ constexpr const char* kGate = "PRC-01";
 constexpr int64_t kSweep[] = {256, 1024, 4096, 16384};
 constexpr int64_t kQuickSweep[] = {256, 1024};
 
-std::string num(double v, const char* f = "%.4g") {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
+std::string num(double v, const char* f = "%.4g") { return format_number(v, f); }
 
 // Bytes of the inputs and outputs of one call at these dimensions, in their dtypes.
 int64_t call_bytes(const Contract& c, const DimValues& dims) {

@@ -30,11 +30,7 @@ bool worse(double a, double b) {
     return a > b;
 }
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4g", v);
-    return buf;
-}
+std::string num(double v) { return format_number(v, "%.4g"); }
 
 bool is_float_input(const InputSpec& in) { return !in.index && info(in.dtype).is_float; }
 

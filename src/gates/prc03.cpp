@@ -34,11 +34,7 @@ bool worse(double a, double b) {
     return a > b;
 }
 
-std::string num(double v, const char* f = "%.4g") {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
+std::string num(double v, const char* f = "%.4g") { return format_number(v, f); }
 
 bool accumulates(const OutputSpec& o) {
     return o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
@@ -176,13 +172,6 @@ ErrorModelParams params_with_operands(const OutputSpec& o, const Settings& s, in
     return p;
 }
 
-std::string element(const std::string& output, const Tensor& t, int64_t i) {
-    std::string e = output + "[";
-    const auto coords = t.coords(i);
-    for (size_t d = 0; d < coords.size(); ++d) e += (d ? "," : "") + std::to_string(coords[d]);
-    return e + "]";
-}
-
 GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes) {
     const DType allowed = allowed_operands(c.semantics);
     GateResult r = make_result(prc03());
@@ -210,7 +199,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 const AnalyticResult a = analytic_ratio(y, co.reference[out], out < co.scale.size() ? co.scale[out] : Tensor{}, k, p);
                 if (worse(a.r, metric)) metric = a.r;
                 if (a.pass()) continue;
-                const std::string line = "r = " + num(a.r) + " > 1 at " + element(c.outputs[out].name, y, a.worst) +
+                const std::string line = "r = " + num(a.r) + " > 1 at " + element_name(c.outputs[out].name, y, a.worst) +
                                          ": |y - y*| = " + num(a.err_at_worst) + ", bound " + num(a.tau_at_worst);
                 Evidence e = evidence_at(o, call, out, a.worst, a.first_violation, line, c);
                 e.ratio = a.r;

@@ -26,18 +26,7 @@ constexpr const char* kGate = "RES-01";
 constexpr const char* kGuard = "guard";
 constexpr const char* kIndex = "index";
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    return buf;
-}
-
-std::string element(const std::string& name, const Tensor& t, int64_t i) {
-    std::string s = name + "[";
-    const auto coords = t.coords(i);
-    for (size_t d = 0; d < coords.size(); ++d) s += (d ? "," : "") + std::to_string(coords[d]);
-    return s + "]";
-}
+std::string num(double v) { return format_number(v, "%.6g"); }
 
 std::string byte_hex(uint8_t b) {
     char buf[8];
@@ -148,7 +137,7 @@ void judge_index_policy(const Contract& c, const ProbeOutcome& o, Findings& f) {
             if (count == 0) continue;
             const double expected = is_float ? round_to(y.dtype, ref.get(first)) : ref.get(first);
             Evidence e = evidence_at(o, k, j, first, first,
-                                     "index-policy: " + element(c.outputs[j].name, y, first) + " = " +
+                                     "index-policy: " + element_name(c.outputs[j].name, y, first) + " = " +
                                          num(y.get(first)) + " where the " + policy + " policy gives " + num(expected) +
                                          "; " + std::to_string(count) + " element" + (count == 1 ? "" : "s") +
                                          " differ",
@@ -197,7 +186,7 @@ void judge_reads(const Contract& c, const std::vector<GuardRun>& runs, Findings&
         const Tensor& ya = a.o->calls[a.call].outputs[d->output];
         const Tensor& yb = b.o->calls[b.call].outputs[d->output];
         Evidence e = evidence_at(*b.o, b.call, d->output, d->index, d->index,
-                                 "oob-read: " + element(c.outputs[d->output].name, yb, d->index) + " = " +
+                                 "oob-read: " + element_name(c.outputs[d->output].name, yb, d->index) + " = " +
                                      bits_hex(yb.dtype, yb.bits(d->index)) + " with guard poison " + byte_hex(b.guard) +
                                      " but " + bits_hex(ya.dtype, ya.bits(d->index)) + " with " + byte_hex(a.guard) +
                                      ", same inputs (" + std::to_string(d->count) +
