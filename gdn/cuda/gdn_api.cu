@@ -32,6 +32,9 @@ std::string check(const kcv_gdn_params& p, bool backward) {
     if (p.K > kMaxDim || p.V > kMaxDim) return "K and V must be at most 128";
     if (p.B * p.T * p.HV * (p.K > p.V ? p.K : p.V) >= (int64_t(1) << 31)) return "tensor too large for 32-bit indexing";
     if (p.cu_seqlens && (p.B != 1 || p.N < 1)) return "cu_seqlens needs B = 1 and N >= 1";
+    // With no tokens the per-token tensors are empty (frameworks hand over null pointers for
+    // them); only the states are read and written.
+    if (p.T == 0) return "";
     if (!p.q || !p.k || !p.v || (p.gate && !p.g) || (p.delta && !p.beta)) return "missing input";
     if (!backward && !p.o) return "missing output o";
     if (backward && (!p.d_o || !p.dq || !p.dk || !p.dv || (p.gate && !p.dg) || (p.delta && !p.dbeta)))
