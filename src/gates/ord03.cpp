@@ -84,7 +84,10 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                     envelope = std::max(envelope, e);
                     per_control.push_back(e);
                 }
-                const double floor = params_for(c.outputs[out], s.c).u_out;
+                // One unit in the last place of the output (2u relative, at the bottom of a
+                // binade): below it the envelope would judge the order of a summation, which any
+                // correct kernel may choose, not precision lost.
+                const double floor = 2 * params_for(c.outputs[out], s.c).u_out;
                 const EnvelopeErr cand = envelope_err(co.outputs[out], ystar);
                 const double ratio = envelope_ratio(cand.err, envelope, floor, 1.0);
                 if (worse(ratio, metric) || worst_probe.empty()) {

@@ -798,8 +798,12 @@ TEST(Ord03, MarginAgainstTheControlsEnvelope) {
     EXPECT_EQ(r.evidence[0].detail["err_controls"][0].get<double>(), 0x1p-7);
     s.ord03_margin = 1.25;
     EXPECT_EQ(gates::ord03().judge(c, s, {margin_outcome(0x1.4p-7, 0x1p-7)}).verdict, Verdict::pass);
-    // Controls better than the output dtype: the floor u(out) = 2^-24 is the envelope.
+    // Controls better than the output dtype: one ulp, 2u(out) = 2^-23, is the envelope; a
+    // candidate one ulp off passes, two ulps off fails.
     r = gates::ord03().judge(c, Settings{}, {margin_outcome(0x1p-23, 0)});
+    EXPECT_EQ(r.metric, 1.0);
+    EXPECT_EQ(r.verdict, Verdict::pass);
+    r = gates::ord03().judge(c, Settings{}, {margin_outcome(0x1p-22, 0)});
     EXPECT_EQ(r.metric, 2.0);
     EXPECT_EQ(r.verdict, Verdict::fail);
     r = gates::ord03().judge(c, Settings{}, {margin_outcome(kNaN, 0x1p-7)});
