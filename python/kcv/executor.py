@@ -323,6 +323,10 @@ class Executor:
                     host = [_host(o) if isinstance(o, torch.Tensor) else o for o in outs]
             except Exception as e:
                 _raise_if_sticky(e, self.device)
+                if isinstance(e, torch.OutOfMemoryError):
+                    # The device ran out under this worker and its neighbours: a fault of the
+                    # machine, not an answer of the candidate; the gate reports an error.
+                    raise
                 status, error = 1, f"{type(e).__name__}: {e}"
         facts["seconds"] = time.perf_counter() - started
         if self.device.type == "cuda":

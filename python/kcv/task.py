@@ -144,6 +144,44 @@ def _contract_id(path: str) -> str:
     return "kernelbench." + (stem.lstrip(".") or "task")
 
 
+# Bytes of one call's inputs and outputs above which the gates probe at smaller sizes. KernelBench
+# sizes its problems for timing (a ReLU over 4096 x 393,216 floats). A battery makes about a
+# hundred calls, each compared element by element against a float64 reference on the host; on an
+# H200 a call over 64 MiB cost about 3 s, so one kernel's battery took over five minutes. Halving
+# the largest free size until a call fits keeps every gate's question (a million elements still
+# span thousands of thread blocks); the standard check still runs at the problem's own sizes.
+PROBE_BUDGET_BYTES = 4 << 20
+PROBE_MIN_SIZE = 8
+
+
+def _call_bytes(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int]) -> int:
+    total = 0
+    for shape, dtype in zip(shapes, dtypes):
+        n = 1
+        for e in shape:
+            n *= dims[e] if isinstance(e, str) else e
+        total += n * torch.empty((), dtype=dtype).element_size()
+    return total
+
+
+def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], budget: int) -> dict[str, int]:
+    """The free sizes with the largest halved (rounded up) until a call fits the budget. No size
+    goes below 8 (or its own value): a batch or a channel count of one would be a different
+    problem, and the budget is a goal, not a limit."""
+    floor = {n: min(v, PROBE_MIN_SIZE) for n, v in dims.items()}
+    dims = dict(dims)
+    while _call_bytes(shapes, dtypes, dims) > budget:
+        largest = max((n for n in dims if dims[n] > floor[n]), key=lambda n: dims[n], default=None)
+        if largest is None:
+            break
+        dims[largest] = max(floor[largest], (dims[largest] + 1) // 2)
+    return dims
+
+
+def _sizes(dims: dict[str, int]) -> str:
+    return ", ".join(f"{n} = {v}" for n, v in dims.items())
+
+
 def describe(source: str, path: str, device: str | torch.device = "cpu", settings: dict | None = None) -> Task:
     """The task's contract. Runs the problem module several times on the meta device."""
     settings = settings or {}
@@ -198,9 +236,28 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
         if name not in used:
             notes.append(f"size constant {name} changes the inputs only through a derived size: not swept")
 
+    probe_dims = {n: constants[n] for n in used}
+    budget = int(settings.get("probe_budget_bytes", PROBE_BUDGET_BYTES))
+    dtypes = list(base.input_dtypes) + list(out_dtypes)
+    shapes = input_shapes + output_shapes
+    problem_bytes = _call_bytes(shapes, dtypes, probe_dims)
+    if problem_bytes > budget:
+        scaled = _scaled_dims(shapes, dtypes, probe_dims, budget)
+        try:
+            meta_shapes(load_problem(source, path, scaled))
+            notes.append(f"the problem's sizes ({_sizes(probe_dims)}) take {problem_bytes / 2**20:.0f} MiB per call, over "
+                         f"the probe budget of {budget / 2**20:.0f} MiB: the gates probe at {_sizes(scaled)}; "
+                         "the standard check runs at the problem's own sizes")
+            probe_dims = scaled
+        except Exception as e:
+            notes.append(f"the problem's sizes take {problem_bytes / 2**20:.0f} MiB per call, over the probe budget, "
+                         f"but it does not build at {_sizes(scaled)} ({type(e).__name__}): the gates probe at its own sizes")
+
     input_names = _input_names(nominal_problem, base.positions, base.count)
     output_names = ["output"] if len(out_shapes) == 1 else [f"output{i}" for i in range(len(out_shapes))]
-    cap = int(settings.get("memory_cap_bytes", 8 << 30 if device.type == "cuda" else 1 << 30))
+    # CMP-01's largest sizes (1000, 4097 along one size, the others as probed) are kept to 16
+    # probe budgets a call: the sweep is about shapes, not about memory.
+    cap = int(settings.get("memory_cap_bytes", 16 * budget))
     document = {
         "contract": {
             "id": _contract_id(path),
@@ -208,7 +265,7 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
             "scope": f"KernelBench problem {path}: an opaque task judged under the envelope error model; "
             "input values come from its get_inputs()",
         },
-        "dims": [{"name": n, "nominal": constants[n], "free": True, "min": 1} for n in used],
+        "dims": [{"name": n, "nominal": probe_dims[n], "free": True, "min": 1} for n in used],
         "inputs": [
             {
                 "name": name,

@@ -103,3 +103,22 @@ def test_cmp02_adds_torch_toggles_gpu_ones_only_on_a_gpu():
     assert "CMP-02/torch:cuda-graph" not in cpu and "CMP-02/torch:side-stream" not in cpu
     assert "CMP-02/torch:cuda-graph" in gpu and "CMP-02/torch:side-stream" in gpu
     assert "CMP-02/ftz" in cpu
+
+
+def test_sizes_over_the_probe_budget_are_halved_largest_first():
+    # M, K, N = 64, 256, 48 in f32: 126,976 bytes a call. K halves twice, then M once.
+    t = task_of("matmul", probe_budget_bytes=32 << 10)
+    assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("M", 32), ("K", 64), ("N", 48)]
+    assert t.nominal == {"M": 64, "K": 256, "N": 48}
+    assert t.document["measurement"]["memory_cap_bytes"] == 16 * (32 << 10)
+    assert any("the gates probe at M = 32, K = 64, N = 48" in n and "the standard check runs at the problem's own"
+               in n for n in t.notes)
+    # Within the budget, nothing changes and nothing is noted.
+    t = task_of("matmul")
+    assert [d["nominal"] for d in t.document["dims"]] == [64, 256, 48]
+    assert not any("budget" in n for n in t.notes)
+
+
+def test_no_size_is_scaled_below_eight():
+    t = task_of("matmul", probe_budget_bytes=1)
+    assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("M", 8), ("K", 8), ("N", 8)]

@@ -234,3 +234,13 @@ def test_gpu_timing_joins_both_children():
                                              "reference_s": 0.25, "gates_s": {"ORD-01": 3.0}, "total_s": 6.5}
     # A standard child that left no timing adds nothing.
     assert _join_timing({}, gates) == {**gates}
+
+
+def test_gates_probe_at_the_scaled_sizes_and_the_standard_check_at_the_problems():
+    r = kcv.verify(problem("matmul"), candidate("matmul_correct"), seed=0, gates=["ORD-01", "CMP-01"],
+                   settings={"probe_budget_bytes": 32 << 10})
+    assert not r.failed, r.gates
+    assert {d["name"]: d["nominal"] for d in r["task"]["contract"]["dims"]} == {"M": 32, "K": 64, "N": 48}
+    assert any("probe budget" in n for n in r["task"]["notes"])
+    # The standard check is KernelBench's: at the problem's own sizes, which the candidate meets.
+    assert r.standard_check["tol_1e-4"] is True and r.standard_check["trials"] == 5
