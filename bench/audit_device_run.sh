@@ -10,7 +10,8 @@
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
 # STEPS picks the steps (default: all of them, corpora in the order given by CORPORA);
 # AUDIT_S bounds each audit step (seconds), WORKERS the worker processes per GPU, DEVICE=cpu
-# rehearses the audit steps on a machine without a GPU.
+# rehearses the audit steps on a machine without a GPU. DEADLINE (seconds from the start) caps every
+# step so that the whole call ends, archive written, inside the machine's limit per command.
 #   STEPS="build gpu-tests redteam audit:tritondump" bash bench/audit_device_run.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -23,6 +24,9 @@ STEPS=${STEPS:-"build gpu-tests redteam $(for c in $CORPORA; do printf 'audit:%s
 AUDIT_S=${AUDIT_S:-240}
 WORKERS=${WORKERS:-4}
 DEVICE=${DEVICE:-cuda}
+DEADLINE=${DEADLINE:-100000}
+# The smaller of a step's own limit and what is left before the deadline, less a reserve.
+cap() { local left=$((DEADLINE - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 5)) || echo "$1"; }
 mkdir -p .corpora/journals
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; date -u;
@@ -34,7 +38,7 @@ for step in $STEPS; do
   case "$step" in
     build)
       # The build folder is ignored by git and kept while the machine stays warm.
-      timeout 420 python3 -m pip install -q --no-build-isolation --no-deps \
+      timeout "$(cap 420 20)" python3 -m pip install -q --no-build-isolation --no-deps \
         -Ccmake.define.KCV_DEPS_INCLUDE="$PWD/.device/include" -Cbuild-dir=build/device . \
         > "$LOG/build.log" 2>&1
       rc=$?
@@ -42,17 +46,18 @@ for step in $STEPS; do
       [ $rc -eq 0 ] || { tail -40 "$LOG/build.log"; exit 1; }
       ;;
     gpu-tests)
-      timeout 180 python3 -m pytest tests/python -k cuda -q -p no:cacheprovider 2>&1 | tail -25 | tee "$LOG/gpu_tests.log"
+      timeout "$(cap 180 20)" python3 -m pytest tests/python -k cuda -q -p no:cacheprovider 2>&1 | tail -25 | tee "$LOG/gpu_tests.log"
       ;;
     redteam)
-      timeout 240 kcv redteam --device cuda --json "$LOG/redteam_cuda.json" 2>&1 | tail -45 | tee "$LOG/redteam_cuda.log"
+      timeout "$(cap 240 20)" kcv redteam --device cuda --json "$LOG/redteam_cuda.json" 2>&1 | tail -45 | tee "$LOG/redteam_cuda.log"
       ;;
     audit:*)
       name=${step#audit:}
       [ -f ".corpora/$name/corpus.jsonl" ] || { echo "no corpus .corpora/$name"; continue; }
-      timeout "$AUDIT_S" python3 bench/verifier_bench.py ".corpora/$name/corpus.jsonl" --device "$DEVICE" \
-        --workers-per-gpu "$WORKERS" --journal-out ".corpora/journals/$name.jsonl" --out "$LOG/$name" \
-        2>&1 | tail -40 | tee "$LOG/audit_$name.log"
+      timeout "$(cap "$AUDIT_S" 45)" python3 bench/verifier_bench.py ".corpora/$name/corpus.jsonl" --device "$DEVICE" \
+        --workers-per-gpu "$WORKERS" --journal-out ".corpora/journals/$name.jsonl" --out "$LOG/$name" --trace \
+        > "$LOG/audit_$name.full.log" 2>&1
+      tail -c 3000 "$LOG/audit_$name.full.log" | tr '\r' '\n' | tail -25 | tee "$LOG/audit_$name.log"
       # Cut short by the limit: the journal keeps what finished; summarise it as it stands.
       python3 bench/verifier_bench.py --journal ".corpora/journals/$name.jsonl" --workers-per-gpu "$WORKERS" --device "$DEVICE" \
         --out "$LOG/$name" > "$LOG/$name/table.md" 2>&1

@@ -51,6 +51,8 @@ def run_audit(args, journal: Path) -> float:
         cmd += ["--limit", str(args.limit)]
     if args.device == "cpu":
         cmd += ["--workers", str(args.workers_per_gpu)]
+    if args.trace:
+        cmd += ["--trace"]
     print("+", " ".join(cmd), flush=True)
     started = time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -152,6 +154,7 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=0, help="GPUs the audit used (default: what kcv sees, or 1)")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace", action="store_true", help="kcv audit --trace: each stage a worker enters, timed")
     ap.add_argument("--out", default="bench/results/verifier", help="folder for the summary (and the journal)")
     ap.add_argument("--journal-out", help="journal to write or resume (default: OUT/journal.jsonl)")
     args = ap.parse_args()

@@ -35,6 +35,9 @@ struct AuditOptions {
     double stage_timeout_s = 300;
     std::string python = "python3";
     int64_t limit = -1;              // at most this many new records in this run
+    // Each stage a worker enters, as a line on stderr with the seconds since the audit began:
+    // where the time of a slow or silent audit goes.
+    bool trace = false;
 };
 
 struct AuditProgress {

@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
     audit->add_option("--stage-timeout", ao.stage_timeout_s, "seconds without progress before a stage counts as hung");
     audit->add_option("--python", ao.python, "interpreter for Python workers");
     audit->add_flag("--quick", ao.quick, "smaller sweeps");
+    audit->add_flag("--trace", ao.trace, "print each stage a worker enters, with the time since the start");
 
     std::string summary_journal;
     auto* summarize = app.add_subcommand("summary", "summarise a journal: rates, floors, differential, parity");

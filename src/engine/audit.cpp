@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -164,6 +166,8 @@ int64_t run_audit(const std::vector<CorpusEntry>& entries, const AuditOptions& o
         slot_gpu.assign(static_cast<size_t>(std::max(1, o.cpu_workers)), "");
     }
 
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned threads_per_worker = std::max<unsigned>(1, cores / static_cast<unsigned>(slot_gpu.size()));
     std::atomic<size_t> next{0};
     std::atomic<int64_t> finished{0};
     std::mutex progress_mu;
@@ -173,6 +177,10 @@ int64_t run_audit(const std::vector<CorpusEntry>& entries, const AuditOptions& o
         cfg.python = o.python;
         cfg.stage_timeout_s = o.stage_timeout_s;
         if (!gpu.empty()) cfg.env["CUDA_VISIBLE_DEVICES"] = gpu;
+        // Each worker's torch would start a thread per core: with several workers the host-side
+        // work of the gates (inputs, copies, comparisons) oversubscribes the cores. A share each,
+        // unless the caller chose.
+        if (!std::getenv("OMP_NUM_THREADS")) cfg.env["OMP_NUM_THREADS"] = std::to_string(threads_per_worker);
         PythonWorker worker(cfg);
         for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
             const CorpusEntry& e = *todo[i];
@@ -184,8 +192,21 @@ int64_t run_audit(const std::vector<CorpusEntry>& entries, const AuditOptions& o
                                   {"settings", {{"seed", o.seed}, {"quick", o.quick}}},
                                   {"stage_timeout_s", o.stage_timeout_s}};
             nlohmann::json rec;
+            std::function<void(const nlohmann::json&)> on_event;
+            if (o.trace) {
+                on_event = [&](const nlohmann::json& ev) {
+                    if (ev.value("event", "") != "stage") return;
+                    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    char head[64];
+                    std::snprintf(head, sizeof head, "[%8.1f s] ", secs);
+                    std::string line = head + e.id + ": " + ev.value("stage", "");
+                    if (ev.contains("probe") && ev["probe"].is_string()) line += " " + ev["probe"].get<std::string>();
+                    std::lock_guard<std::mutex> lock(progress_mu);
+                    std::cerr << line << "\n" << std::flush;
+                };
+            }
             try {
-                rec = worker.judge(req);
+                rec = worker.judge(req, on_event);
             } catch (const std::exception& ex) {
                 rec = {{"error", {{"code", "worker-start"}, {"message", ex.what()}}}};
             }

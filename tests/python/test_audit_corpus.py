@@ -8,6 +8,7 @@ data, with labels a standard check would give: it accepts the NaN-swallowing ReL
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,21 @@ def test_a_second_run_adds_nothing(audited):
                     "cpu", "--quick")
     assert "0 new records" in again.stderr, again.stderr
     assert len([line for line in journal.read_text().splitlines() if line.strip()]) == len(records)
+
+
+def test_trace_times_each_stage_and_progress_has_a_line_per_record(audited, tmp_path):
+    journal, _, _ = audited
+    out = kcv_cli("audit", str(journal.parent / "corpus" / "corpus.jsonl"), "--out", str(tmp_path / "j.jsonl"),
+                  "--device", "cpu", "--quick", "--trace", "--limit", "1")
+    lines = out.stderr.splitlines()
+    stages = [re.fullmatch(r"\[\s*([0-9.]+) s\] (\S+): (\S+).*", line) for line in lines]
+    stages = [m for m in stages if m]
+    assert {m[3] for m in stages} >= {"load", "standard_check", "reference", "gate:ORD-01", "gate:RES-02"}, out.stderr
+    assert len({m[2] for m in stages}) == 1
+    times = [float(m[1]) for m in stages]
+    assert times == sorted(times)
+    # Not a terminal: one plain progress line per finished record, with rate and ETA.
+    assert any(re.match(r"\[1/1\] [0-9.]+ kernels/s, ETA 0 s", line) for line in lines), out.stderr
 
 
 def test_a_folder_without_runs_is_a_clear_error(tmp_path):
