@@ -349,8 +349,36 @@ DType from_dlpack(DLDataType d) {
                                 std::to_string(d.bits) + ", lanes " + std::to_string(d.lanes) + ")");
 }
 
+namespace {
+
+// fp32 values whose result is a normal number, the gates' common case, without the general
+// path's search for the binade. Bit arithmetic, not a conversion: the host's FTZ/DAZ state and
+// rounding mode never enter (a gate may judge while a candidate's ambient state is in force).
+constexpr int kF32NormalLo = 1023 - 126, kF32NormalHi = 1023 + 127;
+
+inline bool encode_f32_normal(double v, uint64_t& out) {
+    const uint64_t d = std::bit_cast<uint64_t>(v);
+    const int dexp = int((d >> 52) & 0x7FF);
+    if (dexp < kF32NormalLo || dexp > kF32NormalHi) return false;
+    uint64_t mag = (uint64_t(dexp - 1023 + 127) << 23) | ((d & kF64Mant) >> 29);
+    const uint64_t rest = d & ((uint64_t{1} << 29) - 1), half = uint64_t{1} << 28;
+    if (rest > half || (rest == half && (mag & 1))) ++mag;   // ties to even; a carry reaches Inf
+    out = ((d >> 63) << 31) | mag;
+    return true;
+}
+
+inline bool decode_f32_normal(uint64_t bits, double& out) {
+    const uint64_t e = (bits >> 23) & 0xFF;
+    if (e == 0 || e == 0xFF) return false;
+    out = std::bit_cast<double>(((bits >> 31 & 1) << 63) | ((e - 127 + 1023) << 52) | ((bits & 0x7FFFFF) << 29));
+    return true;
+}
+
+}  // namespace
+
 uint64_t encode(DType t, double v) {
     if (t == DType::f64) return std::bit_cast<uint64_t>(v);
+    if (uint64_t b; t == DType::f32 && encode_f32_normal(v, b)) return b;
     if (t == DType::tf32) return encode_float(kTF32, v) << kTF32Shift;
     if (const FloatFormat* f = format_of(t)) return encode_float(*f, v);
     return encode_int(t, v);
@@ -358,6 +386,7 @@ uint64_t encode(DType t, double v) {
 
 double decode(DType t, uint64_t bits) {
     if (t == DType::f64) return std::bit_cast<double>(bits);
+    if (double v; t == DType::f32 && decode_f32_normal(bits, v)) return v;
     // A tf32 word is an fp32 word; any bits below the tf32 mantissa are decoded as they are.
     if (t == DType::tf32) return decode_float(kF32, bits & 0xFFFFFFFFu);
     if (const FloatFormat* f = format_of(t)) {

@@ -94,6 +94,7 @@ int64_t Tensor::storage_index(int64_t logical) const {
     if (logical < 0 || logical >= numel())
         throw std::out_of_range("logical index " + std::to_string(logical) + " outside a tensor of shape " +
                                 shape_str(shape));
+    if (contiguous()) return offset + logical;   // nearly every tensor: no division per element
     int64_t s = offset;
     for (size_t i = shape.size(); i-- > 0;) {
         s += (logical % shape[i]) * strides[i];

@@ -323,6 +323,25 @@ TEST(DType, F32MatchesHardwareConversion) {
     }
 }
 
+// The fast path for results in fp32's normal range ends at both edges of that range: the
+// overflow to Inf by a carry out of the mantissa, and the smallest normal against subnormals.
+TEST(DType, F32FastPathEdgesMatchHardwareConversion) {
+    const double fmax = std::numeric_limits<float>::max(), fmin = std::numeric_limits<float>::min();
+    const double half_ulp_max = std::ldexp(1.0, 127 - 24), half_ulp_min = std::ldexp(1.0, -126 - 24);
+    for (double base : {fmax, fmin, 1.0, 1.5}) {
+        for (double d : {base, base + half_ulp_max, base - half_ulp_max, base + half_ulp_min, base - half_ulp_min,
+                         std::nextafter(base, 0.0), std::nextafter(base, 1e300), base * (1 + 0x1p-24),
+                         base * (1 - 0x1p-25), base * (1 + 0x1p-23 + 0x1p-24)}) {
+            for (double v : {d, -d}) {
+                const volatile float f = static_cast<float>(v);
+                const uint32_t hw = std::bit_cast<uint32_t>(static_cast<float>(f));
+                ASSERT_EQ(encode(DType::f32, v), hw) << std::hexfloat << v;
+                if (!std::isinf(f)) ASSERT_EQ(decode(DType::f32, hw), double(f)) << std::hexfloat << v;
+            }
+        }
+    }
+}
+
 #if defined(__FLT16_MAX__)
 TEST(DType, F16MatchesCompilerFloat16) {
     const uint64_t seed = 11;
