@@ -148,9 +148,10 @@ def _contract_id(path: str) -> str:
 # sizes its problems for timing (a ReLU over 4096 x 393,216 floats). A battery makes about a
 # hundred calls, each compared element by element against a float64 reference on the host; on an
 # H200 a call over 64 MiB cost about 3 s, so one kernel's battery took over five minutes. Halving
-# the largest free size until a call fits keeps every gate's question (a million elements still
-# span thousands of thread blocks); the standard check still runs at the problem's own sizes.
-PROBE_BUDGET_BYTES = 4 << 20
+# the largest free size until a call fits keeps every gate's question (a quarter of a million
+# floats still span a thousand thread blocks); the standard check still runs at the problem's own
+# sizes. bench/probe_budget.py measures the trade.
+PROBE_BUDGET_BYTES = 1 << 20
 PROBE_MIN_SIZE = 8
 
 
