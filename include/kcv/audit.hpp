@@ -38,6 +38,7 @@ struct AuditOptions {
     // Each stage a worker enters, as a line on stderr with the seconds since the audit began:
     // where the time of a slow or silent audit goes.
     bool trace = false;
+    double probe_budget_mib = 0;     // > 0: settings.probe_budget_bytes of every request
 };
 
 struct AuditProgress {

@@ -108,8 +108,10 @@ nlohmann::json probe_override_json(const ProbeReplay& p) {
 // A Python candidate (KernelBench convention) is judged by a Python worker process.
 int cmd_verify_python(const std::string& reference, const std::string& candidate, const std::string& device,
                       const std::string& json_out, std::vector<std::string> gates, const kcv::VerifyOptions& o,
-                      double stage_timeout_s, const std::string& python, const ProbeReplay& replay) {
+                      double stage_timeout_s, const std::string& python, const ProbeReplay& replay,
+                      double probe_budget_mib) {
     nlohmann::json settings = kcv::to_json(o.settings);
+    if (probe_budget_mib > 0) settings["probe_budget_bytes"] = static_cast<int64_t>(probe_budget_mib * (1 << 20));
     if (!replay.probe.empty()) {
         const std::string probe_gate = replay.probe.substr(0, replay.probe.find('/'));
         if (gates.empty()) gates = {probe_gate};
@@ -211,6 +213,10 @@ int main(int argc, char** argv) {
     verify->add_option("--gate", only_gates, "run only these gates (repeatable)");
     verify->add_option("--probe", probe, "run only this probe (a replay)");
     ProbeReplay py_replay;
+    double probe_budget_mib = 0;
+    verify->add_option("--probe-budget", probe_budget_mib,
+                       "MiB a call above which the gates probe a KernelBench task at halved sizes (default 1)")
+        ->check(CLI::PositiveNumber);
     verify->add_option("--dim", py_replay.dims, "with --probe (Python): NAME=SIZE, repeatable");
     verify->add_option("--scale", py_replay.scale, "with --probe (Python): scale of the probe's value family");
     verify->add_flag("--single-special", py_replay.single_special,
@@ -249,6 +255,9 @@ int main(int argc, char** argv) {
     audit->add_option("--stage-timeout", ao.stage_timeout_s, "seconds without progress before a stage counts as hung");
     audit->add_option("--python", ao.python, "interpreter for Python workers");
     audit->add_flag("--quick", ao.quick, "smaller sweeps");
+    audit->add_option("--probe-budget", ao.probe_budget_mib,
+                      "MiB a call above which the gates probe a task at halved sizes (default 1)")
+        ->check(CLI::PositiveNumber);
     audit->add_flag("--trace", ao.trace, "print each stage a worker enters, with the time since the start");
 
     std::string summary_journal;
@@ -274,7 +283,7 @@ int main(int argc, char** argv) {
             if (!reference.empty()) {
                 py_replay.probe = probe;
                 return cmd_verify_python(reference, candidate, device, json_out, only_gates, vo, stage_timeout, python,
-                                         py_replay);
+                                         py_replay, probe_budget_mib);
             }
             if (contract.empty()) throw std::runtime_error("verify needs --contract (native) or --reference (Python)");
             if (py_replay.any_override())

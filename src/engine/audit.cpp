@@ -191,6 +191,8 @@ int64_t run_audit(const std::vector<CorpusEntry>& entries, const AuditOptions& o
                                   {"seed", o.seed},
                                   {"settings", {{"seed", o.seed}, {"quick", o.quick}}},
                                   {"stage_timeout_s", o.stage_timeout_s}};
+            if (o.probe_budget_mib > 0)
+                req["settings"]["probe_budget_bytes"] = static_cast<int64_t>(o.probe_budget_mib * (1 << 20));
             nlohmann::json rec;
             std::function<void(const nlohmann::json&)> on_event;
             if (o.trace) {

@@ -74,7 +74,7 @@ def test_a_second_run_adds_nothing(audited):
 def test_trace_times_each_stage_and_progress_has_a_line_per_record(audited, tmp_path):
     journal, _, _ = audited
     out = kcv_cli("audit", str(journal.parent / "corpus" / "corpus.jsonl"), "--out", str(tmp_path / "j.jsonl"),
-                  "--device", "cpu", "--quick", "--trace", "--limit", "1")
+                  "--device", "cpu", "--quick", "--trace", "--limit", "1", "--probe-budget", "0.01")
     lines = out.stderr.splitlines()
     stages = [re.fullmatch(r"\[\s*([0-9.]+) s\] (\S+): (\S+).*", line) for line in lines]
     stages = [m for m in stages if m]
@@ -84,6 +84,9 @@ def test_trace_times_each_stage_and_progress_has_a_line_per_record(audited, tmp_
     assert times == sorted(times)
     # Not a terminal: one plain progress line per finished record, with rate and ETA.
     assert any(re.match(r"\[1/1\] [0-9.]+ kernels/s, ETA 0 s", line) for line in lines), out.stderr
+    # 16 x 1000 floats in and out are over 0.01 MiB: the gates probed at dim 1000 halved four times.
+    record = json.loads((tmp_path / "j.jsonl").read_text().splitlines()[0])
+    assert {d["name"]: d["nominal"] for d in record["task"]["contract"]["dims"]} == {"batch_size": 16, "dim": 63}
 
 
 def test_a_folder_without_runs_is_a_clear_error(tmp_path):

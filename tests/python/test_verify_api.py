@@ -244,3 +244,16 @@ def test_gates_probe_at_the_scaled_sizes_and_the_standard_check_at_the_problems(
     assert any("probe budget" in n for n in r["task"]["notes"])
     # The standard check is KernelBench's: at the problem's own sizes, which the candidate meets.
     assert r.standard_check["tol_1e-4"] is True and r.standard_check["trials"] == 5
+
+
+def test_the_command_line_sets_the_probe_budget(tmp_path):
+    from conftest import kcv_cli
+
+    out = tmp_path / "record.json"
+    kcv_cli("verify", "--reference", str(problem("matmul")), "--candidate", str(candidate("matmul_correct")),
+            "--gate", "ORD-01", "--probe-budget", "0.03125", "--json", str(out))
+    record = json.loads(out.read_text())
+    assert {d["name"]: d["nominal"] for d in record["task"]["contract"]["dims"]} == {"M": 32, "K": 64, "N": 48}
+    bad = kcv_cli("verify", "--reference", str(problem("matmul")), "--candidate", str(candidate("matmul_correct")),
+                  "--probe-budget", "0", check=False)
+    assert bad.returncode != 0 and "probe-budget" in bad.stderr
