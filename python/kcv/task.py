@@ -155,6 +155,12 @@ PROBE_BUDGET_BYTES = 1 << 20
 PROBE_MIN_SIZE = 8
 
 
+def memory_cap_bytes(settings: dict) -> int:
+    """The largest call CMP-01 makes: 16 probe budgets, unless the settings say otherwise. The sweep
+    is about shapes, not about memory."""
+    return int(settings.get("memory_cap_bytes", 16 * int(settings.get("probe_budget_bytes", PROBE_BUDGET_BYTES))))
+
+
 def _call_bytes(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int]) -> int:
     total = 0
     for shape, dtype in zip(shapes, dtypes):
@@ -256,9 +262,7 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
 
     input_names = _input_names(nominal_problem, base.positions, base.count)
     output_names = ["output"] if len(out_shapes) == 1 else [f"output{i}" for i in range(len(out_shapes))]
-    # CMP-01's largest sizes (1000, 4097 along one size, the others as probed) are kept to 16
-    # probe budgets a call: the sweep is about shapes, not about memory.
-    cap = int(settings.get("memory_cap_bytes", 16 * budget))
+    cap = memory_cap_bytes(settings)
     document = {
         "contract": {
             "id": _contract_id(path),

@@ -262,7 +262,12 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     if part == "gates" and device_name.startswith("cuda"):
         from . import allocator
+        from .task import memory_cap_bytes
 
+        # Freed blocks stay poisoned in a quarantine, and every call checks all of it: two of the
+        # largest calls the gates make are enough to keep a freed reference output from being
+        # handed out again, without copying back hundreds of MiB at every call.
+        os.environ.setdefault("KCV_QUARANTINE_BYTES", str(max(2 * memory_cap_bytes(settings), 32 << 20)))
         allocator.install_cuda_allocator()
     import torch
 
