@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kcv/kcv_kernel.h"
 
@@ -28,10 +29,8 @@ struct SmemBuffer {
 };
 
 struct KernelPlan {
-    const TmemTile* tiles;
-    int n_tiles;
-    const SmemBuffer* buffers;
-    int n_buffers;
+    std::span<const TmemTile> tiles;
+    std::span<const SmemBuffer> buffers;
     int threads;                // one producer warpgroup (TMA, tcgen05.mma issue) + two consumers
     int registers_per_thread;   // the most 65,536 registers allow at that many threads, rounded down to 8
 };
@@ -66,12 +65,12 @@ inline constexpr SmemBuffer kBackwardBuffers[] = {
     {"channel gates g of the chunk", f32_tile(kChunk, kK)},
 };
 
-inline constexpr KernelPlan kForward{kForwardTiles, 4, kForwardBuffers, 4, 384, 168};
-inline constexpr KernelPlan kBackward{kBackwardTiles, 4, kBackwardBuffers, 3, 384, 168};
+inline constexpr KernelPlan kForward{kForwardTiles, kForwardBuffers, 384, 168};
+inline constexpr KernelPlan kBackward{kBackwardTiles, kBackwardBuffers, 384, 168};
 
 constexpr int tmem_columns_used(const KernelPlan& p) {
     int n = 0;
-    for (int i = 0; i < p.n_tiles; ++i) n += p.tiles[i].columns;
+    for (const TmemTile& t : p.tiles) n += t.columns;
     return n;
 }
 
@@ -84,7 +83,7 @@ constexpr int tmem_allocation(int columns) {
 
 constexpr int64_t smem_bytes(const KernelPlan& p) {
     int64_t n = 0;
-    for (int i = 0; i < p.n_buffers; ++i) n += p.buffers[i].bytes;
+    for (const SmemBuffer& b : p.buffers) n += b.bytes;
     return n;
 }
 

@@ -1124,7 +1124,6 @@ TEST(Res02, BlackwellRecurrencePlanFitsItsBudgets) {
                                     {"O, stage 1", bw::kChunk, bw::kV},     {"P / A", bw::kChunk, bw::kChunk}};
     bw::KernelPlan over = bw::kForward;
     over.tiles = doubled;
-    over.n_tiles = 6;
     const GateResult r = judge_plan(over);
     ASSERT_EQ(r.verdict, Verdict::fail) << dump(r);
     EXPECT_EQ(r.signature, std::vector<std::string>{"tmem-budget"}) << dump(r);
