@@ -384,26 +384,25 @@ class Executor:
         return json.loads(_core.plan(gate, self.task.contract, json.dumps(self.settings), str(self.device)))
 
     def run_gate(self, gate: str, role: str = "candidate", only_probe: str | None = None,
-                 progress: Callable[[str], None] | None = None, exclude: dict[str, str] | None = None) -> dict:
-        """Plans, runs and judges one gate; the GateResult as a dict. Probes named in `exclude`
-        (probe id -> reason) are not run and are listed in the result's detail."""
+                 progress: Callable[[str], None] | None = None) -> dict:
+        """Plans, runs and judges one gate; the GateResult as a dict."""
         probes = self.plan(gate)
         if only_probe is not None:
             probes = [p for p in probes if p["id"] == only_probe]
-        exclude = exclude or {}
-        result = self.run_probes(gate, [p for p in probes if p["id"] not in exclude], role, progress)
-        if exclude:
-            add_detail(result, {"excluded_by_control": [{"probe": k, "reason": v} for k, v in exclude.items()]})
-        return result
+        return self.run_probes(gate, probes, role, progress)
 
     def run_probes(self, gate: str, probes: list[dict], role: str = "candidate",
-                   progress: Callable[[str], None] | None = None) -> dict:
-        """Runs these probes of the gate (as planned, or overridden) and judges them with libkcv."""
+                   progress: Callable[[str], None] | None = None,
+                   admit: Callable[[dict], bool] | None = None) -> dict:
+        """Runs these probes of the gate (as planned, or overridden) and judges them with libkcv;
+        a probe that ``admit`` refuses is not run."""
         outcomes = _core.Outcomes()
         skipped = []
         for p in probes:
             if progress:
                 progress(p["id"])
+            if admit is not None and not admit(p):
+                continue
             skip = self.run_probe(p, outcomes, role)
             if skip:
                 skipped.append(skip)
@@ -438,18 +437,6 @@ class Executor:
         why = r["evidence"][0]["signature"] if r.get("evidence") else r["reason"]
         return f"{r['verdict']}: {why}"
 
-    def control_failures(self, gate: str, progress: Callable[[str], None] | None = None) -> dict[str, str]:
-        """Fairness rule 1, probe by probe: the probes of this gate that the positive control
-        does not pass, with the control's reason."""
-        failures = {}
-        for p in self.plan(gate):
-            if progress:
-                progress(p["id"])
-            why = self.control_failure(gate, p)
-            if why:
-                failures[p["id"]] = why
-        return failures
-
     def run_gate_with_control(self, gate: str, progress: Callable[[str], None] | None = None
                               ) -> tuple[dict | None, dict[str, str]]:
         """run_gate under fairness rule 1, each probe's control run right before its candidate
@@ -457,26 +444,21 @@ class Executor:
         candidate's result over the probes the control passes (None when it passes none) and the
         excluded probes with the control's reason."""
         probes = self.plan(gate)
-        outcomes = _core.Outcomes()
-        skipped, excluded = [], {}
-        for p in probes:
-            if progress:
-                progress(p["id"])
+        excluded: dict[str, str] = {}
+
+        def admit(p: dict) -> bool:
             why = self.control_failure(gate, p)
             if why:
                 excluded[p["id"]] = why
-                continue
-            skip = self.run_probe(p, outcomes, "candidate")
-            if skip:
-                skipped.append(skip)
+            return not why
+
+        result = self.run_probes(gate, probes, "candidate", progress, admit)
         if probes and len(excluded) == len(probes):
             return None, excluded
-        result = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
-        if skipped:
-            add_detail(result, {"skipped": skipped})
         if excluded:
             add_detail(result, {"excluded_by_control": [{"probe": k, "reason": v} for k, v in excluded.items()]})
         return result, excluded
+
 
 def add_detail(result: dict, extra: dict) -> None:
     """Adds facts to a GateResult's detail, keeping what the judge put there."""

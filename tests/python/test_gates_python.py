@@ -103,3 +103,23 @@ def test_sizes_where_the_reference_fails_are_skipped(tmp_path):
     skipped = {s["probe"] for s in r["detail"]["skipped"]}
     assert skipped == {"CMP-01/M=1", "CMP-01/M=17", "CMP-01/M=65", "CMP-01/M=129"}, r["detail"]
     assert r["verdict"] == "pass", explain(r)
+
+
+def test_probes_the_control_fails_are_excluded_and_the_rest_judged(monkeypatch):
+    ex = executor_for("matmul", "matmul_partial")
+    planned = [p["id"] for p in ex.plan("ORD-01")]
+    ran = []
+    run_probe = ex.run_probe
+    monkeypatch.setattr(ex, "run_probe", lambda p, o, role="candidate": ran.append((p["id"], role)) or run_probe(p, o, role))
+    # The control "fails" the first probe: that probe is not run on the candidate, and says why.
+    monkeypatch.setattr(ex, "control_failure", lambda gate, p: "fail: stand-in" if p["id"] == planned[0] else "")
+    result, excluded = ex.run_gate_with_control("ORD-01")
+    assert excluded == {planned[0]: "fail: stand-in"}
+    assert result["detail"]["excluded_by_control"] == [{"probe": planned[0], "reason": "fail: stand-in"}]
+    assert [pid for pid, role in ran] == planned[1:] and {role for _, role in ran} == {"candidate"}
+    assert result["probes"] == len(planned) - 1
+    alone = ex.run_probes("ORD-01", [p for p in ex.plan("ORD-01") if p["id"] != planned[0]])
+    assert (result["verdict"], result["metric"]) == (alone["verdict"], alone["metric"])
+    # The control fails every probe: nothing is judged against the candidate.
+    monkeypatch.setattr(ex, "control_failure", lambda gate, p: "fail: stand-in")
+    assert ex.run_gate_with_control("ORD-01") == (None, {p: "fail: stand-in" for p in planned})
