@@ -113,8 +113,12 @@ def _gate_error(gate: str, code: str, reason: str, verdict: str = "error") -> di
 
 def _replay(request: dict, gate: str, probe: str, override: dict | None = None) -> str:
     device = request.get("device", "cpu")
-    seed = request.get("settings", {}).get("seed", request.get("seed", 0))
-    quick = " --quick" if request.get("settings", {}).get("quick") else ""
+    settings = request.get("settings", {})
+    seed = settings.get("seed", request.get("seed", 0))
+    options = " --quick" if settings.get("quick") else ""
+    if settings.get("probe_budget_bytes"):
+        # The probe budget sets the task's sizes, and so the probes a gate plans.
+        options += f" --probe-budget {settings['probe_budget_bytes'] / (1 << 20)!r}"
     extra = ""
     if override:
         extra += "".join(f" --dim {k}={v}" for k, v in sorted((override.get("dims") or {}).items()))
@@ -123,7 +127,7 @@ def _replay(request: dict, gate: str, probe: str, override: dict | None = None) 
         if override.get("single_special"):
             extra += " --single-special"
     return (f"kcv verify --reference {request['reference']} --candidate {request['candidate']} "
-            f"--device {device.split(':')[0]} --seed {seed}{quick} --gate {gate} --probe '{probe}'{extra}")
+            f"--device {device.split(':')[0]} --seed {seed}{options} --gate {gate} --probe '{probe}'{extra}")
 
 
 def _probe_override(settings: dict) -> dict | None:

@@ -538,6 +538,12 @@ std::string python_replay_command(const nlohmann::json& record, const std::strin
     if (settings.value("ord03_margin", defaults.ord03_margin) != defaults.ord03_margin)
         os << " --margin " << num(settings.value("ord03_margin", defaults.ord03_margin));
     if (settings.value("quick", false)) os << " --quick";
+    // The probe budget sets the task's sizes, and so the probes a gate plans.
+    if (settings.contains("probe_budget_bytes") && settings["probe_budget_bytes"].is_number()) {
+        char mib[40];   // every digit: the bytes must come back exactly
+        std::snprintf(mib, sizeof mib, "%.17g", settings["probe_budget_bytes"].get<double>() / (1 << 20));
+        os << " --probe-budget " << mib;
+    }
     os << " --gate " << gate << " --probe " << shell_quote(probe_id);
     for (const auto& [k, v] : o.dims) os << " --dim " << shell_quote(k + "=" + std::to_string(v));
     if (o.family_scale) os << " --scale " << num(*o.family_scale);

@@ -257,4 +257,10 @@ TEST(Shrink, PythonTrialRequestAndReplayCommand) {
     EXPECT_EQ(python_replay_command(record, "EXC-01", "EXC-01/x y", {}),
               "kcv verify --reference /p/relu.py --candidate '/c/relu nan.py' --device cuda --seed 7 --margin 1.5 "
               "--quick --gate EXC-01 --probe 'EXC-01/x y'");
+    // A record judged under another probe budget is replayed under it: the budget sets the sizes.
+    json budgeted = record;
+    budgeted["settings"]["probe_budget_bytes"] = 32768;
+    EXPECT_EQ(python_replay_command(budgeted, "EXC-01", "EXC-01/x", {}),
+              "kcv verify --reference /p/relu.py --candidate '/c/relu nan.py' --device cuda --seed 7 --margin 1.5 "
+              "--quick --probe-budget 0.03125 --gate EXC-01 --probe EXC-01/x");
 }

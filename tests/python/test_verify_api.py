@@ -257,3 +257,22 @@ def test_the_command_line_sets_the_probe_budget(tmp_path):
     bad = kcv_cli("verify", "--reference", str(problem("matmul")), "--candidate", str(candidate("matmul_correct")),
                   "--probe-budget", "0", check=False)
     assert bad.returncode != 0 and "probe-budget" in bad.stderr
+
+
+def test_a_replay_carries_the_probe_budget_and_reproduces(tmp_path):
+    import shlex
+
+    from conftest import kcv_cli
+
+    r = kcv.verify(problem("relu"), candidate("relu_nan_swallowed"), gates=["EXC-01"],
+                   settings={"probe_budget_bytes": 32768})
+    assert r.gates["EXC-01"]["verdict"] == "fail"
+    replay = r.gates["EXC-01"]["evidence"][0]["replay"]
+    assert " --probe-budget 0.03125 " in replay, replay
+    args = shlex.split(replay)
+    assert args[0] == "kcv"
+    out = tmp_path / "replayed.json"
+    kcv_cli(*args[1:], "--json", str(out), check=False)
+    again = json.loads(out.read_text())
+    assert [g["verdict"] for g in again["gates"]] == ["fail"]
+    assert again["task"]["contract"]["dims"] == r["task"]["contract"]["dims"]
