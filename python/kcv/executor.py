@@ -92,7 +92,7 @@ def _host(t: torch.Tensor) -> torch.Tensor:
 def _poisoned(shape: tuple, dtype: torch.dtype, poison: dict) -> torch.Tensor:
     """An output that was never written: its bytes are the call's poison."""
     t = torch.empty(shape, dtype=dtype)
-    t.view(torch.uint8).fill_(int(poison.get("byte", 0xFF)) if "byte" in poison else 0xFF)
+    t.reshape(-1).view(torch.uint8).fill_(int(poison.get("byte", 0xFF)) if "byte" in poison else 0xFF)
     return t
 
 
@@ -161,6 +161,17 @@ class Executor:
         gc.freeze()
         _unfreeze_at_exit()
         return self._models
+
+    def _external_reference(self, dims: dict[str, int], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """y* for inputs a gate made itself (EXC-02 flushes subnormals, PRC-03 rounds operands):
+        the float64 Model at the probe's sizes; arguments that are not the task's tensors are
+        what get_inputs() gives."""
+        m = self.models(dims)
+        set_seed(0)
+        args = list(m.problem.get_inputs())
+        for pos, x in zip(self.task.positions, inputs):
+            args[pos] = widen(x.to(self.device))
+        return [_host(o) for o in run_reference(m.reference, args)]
 
     def forget_models(self) -> None:
         self._models = None
@@ -406,7 +417,8 @@ class Executor:
             skip = self.run_probe(p, outcomes, role)
             if skip:
                 skipped.append(skip)
-        result = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
+        result = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes,
+                                        oracle=self._external_reference))
         if skipped:
             add_detail(result, {"skipped": skipped})
         return result
@@ -431,7 +443,8 @@ class Executor:
         outcomes = _core.Outcomes()
         if self.run_probe(probe, outcomes, "control") is not None:
             return ""
-        r = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes))
+        r = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes,
+                                   oracle=self._external_reference))
         if r["verdict"] not in ("fail", "error"):
             return ""
         why = r["evidence"][0]["signature"] if r.get("evidence") else r["reason"]

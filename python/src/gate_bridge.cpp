@@ -2,6 +2,8 @@
 // Python executor runs them, and judge() rebuilds kcv::ProbeOutcome from what it measured (the
 // arrays are copied into kcv tensors as they arrive) and calls the gate's own judge(). Nothing
 // here decides a verdict.
+#include <optional>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -12,6 +14,7 @@
 #include "bindings.hpp"
 #include "external_contract.hpp"
 #include "kcv/gate.hpp"
+#include "kcv/oracle.hpp"
 #include "tensor_convert.hpp"
 #include "torch_environment.hpp"
 
@@ -111,13 +114,30 @@ std::string plan(const std::string& id, const Contract& c, const std::string& se
     return out.dump();
 }
 
+// The caller's runner of an external oracle, a Python callable (dims: dict, inputs: list of
+// tensors) -> list of float64 tensors; the arrays are copied both ways.
+ExternalRunner python_runner(nb::object fn) {
+    return [fn](const std::map<std::string, int64_t>& dims, const std::vector<Tensor>& inputs) {
+        nb::dict d;
+        for (const auto& [k, v] : dims) d[nb::str(k.c_str())] = v;
+        nb::list xs;
+        for (const Tensor& t : inputs) xs.append(to_torch(t));
+        std::vector<Tensor> out;
+        for (nb::handle y : fn(d, xs)) out.push_back(to_tensor(nb::cast<HostArray>(y)));
+        return out;
+    };
+}
+
 // A judge that throws met a verifier problem (a missing reference, a control that failed):
 // the gate ends in verdict error with the message, never in a crash of the worker.
-std::string judge(const std::string& id, const Contract& c, const std::string& settings, const Outcomes& o) {
+std::string judge(const std::string& id, const Contract& c, const std::string& settings, const Outcomes& o,
+                  nb::object oracle) {
     const GateDef& g = gate(id);
     const Settings s = settings_from(settings);
     GateResult r;
     try {
+        std::optional<ScopedExternalRunner> runner;
+        if (!oracle.is_none()) runner.emplace(python_runner(oracle));
         r = g.judge(c, s, o.probes);
     } catch (const std::exception& e) {
         r = GateResult{};
@@ -171,13 +191,15 @@ void bind_gates(nb::module_& m) {
              nb::arg("facts"))
         .def("calls", [](const Outcomes& o, size_t probe) { return o.probes.at(probe).calls.size(); });
 
-    m.def("judge", &judge, nb::arg("gate"), nb::arg("contract"), nb::arg("settings"), nb::arg("outcomes"));
+    m.def("judge", &judge, nb::arg("gate"), nb::arg("contract"), nb::arg("settings"), nb::arg("outcomes"),
+          nb::arg("oracle") = nb::none(),
+          "The gate's verdict on the outcomes; `oracle` runs an external oracle on inputs a gate makes.");
     m.def(
         "judge",
-        [](const std::string& id, const std::string& contract_json, const std::string& settings, const Outcomes& o) {
-            return judge(id, read_contract(contract_json, "<json>"), settings, o);
-        },
-        nb::arg("gate"), nb::arg("contract_json"), nb::arg("settings"), nb::arg("outcomes"));
+        [](const std::string& id, const std::string& contract_json, const std::string& settings, const Outcomes& o,
+           nb::object oracle) { return judge(id, read_contract(contract_json, "<json>"), settings, o, oracle); },
+        nb::arg("gate"), nb::arg("contract_json"), nb::arg("settings"), nb::arg("outcomes"),
+        nb::arg("oracle") = nb::none());
 }
 
 }  // namespace kcv::py

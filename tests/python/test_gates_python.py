@@ -123,3 +123,34 @@ def test_probes_the_control_fails_are_excluded_and_the_rest_judged(monkeypatch):
     # The control fails every probe: nothing is judged against the candidate.
     monkeypatch.setattr(ex, "control_failure", lambda gate, p: "fail: stand-in")
     assert ex.run_gate_with_control("ORD-01") == (None, {p: "fail: stand-in" for p in planned})
+
+
+def test_flushing_subnormal_inputs_is_classed_as_a_flush_through_the_external_reference():
+    # log of a subnormal is about -100; a kernel that treats it as zero returns -inf. Whether
+    # flushing explains that needs y* on the flushed inputs, which only the Python side's
+    # float64 Model can compute: libkcv reaches it through the runner the executor lends.
+    r = judged(executor_for("log_rows", "log_daz"), "EXC-02")
+    assert r["verdict"] == "fail", explain(r)
+    assert "daz-input" in r["signature"], explain(r)
+    evidence = [e for e in r["evidence"] if "explained_by_flush" in e.get("detail", {})]
+    assert evidence and evidence[0]["detail"]["explained_by_flush"] is True, explain(r)
+
+
+def test_an_exact_log_keeps_its_subnormal_inputs():
+    r = judged(executor_for("log_rows", "log_rows_correct"), "EXC-02")
+    assert r["verdict"] in ("pass", "n/a"), explain(r)
+
+
+def test_a_scalar_output_candidate_that_breaks_at_other_sizes_fails_cmp01():
+    # The call fails at batch sizes other than 64; its output stands in as poison, a 0-dim tensor.
+    r = judged(executor_for("mean_loss", "mean_loss_fixed_rows"), "CMP-01")
+    assert r["verdict"] == "fail", explain(r)
+
+
+def test_gates_run_at_budget_sizes_that_keep_the_contract_shapes():
+    # Scaled to the probe budget with the sequence kept whole, the reference runs at every
+    # probe, so the correct pooling passes instead of ending in a missing reference.
+    ex = executor_for("pool_long", "pool_long_correct")
+    for gate in ("ORD-01", "EXC-01"):
+        r = judged(ex, gate)
+        assert r["verdict"] == "pass", f"{gate}: {explain(r)}"
