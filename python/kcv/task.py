@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,18 +172,43 @@ def _call_bytes(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int]) -
     return total
 
 
-def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], budget: int) -> dict[str, int]:
+def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], budget: int,
+                 fits: Callable[[dict[str, int]], bool]) -> dict[str, int]:
     """The free sizes with the largest halved (rounded up) until a call fits the budget. No size
     goes below 8 (or its own value): a batch or a channel count of one would be a different
-    problem, and the budget is a goal, not a limit."""
+    problem, and the budget is a goal, not a limit. A halving after which the problem no longer
+    has the contract's shapes (``fits``: a pooling window longer than the sequence, an output
+    size the contract holds as a number) is not made, and that size keeps its value."""
     floor = {n: min(v, PROBE_MIN_SIZE) for n, v in dims.items()}
     dims = dict(dims)
+    kept: set[str] = set()
     while _call_bytes(shapes, dtypes, dims) > budget:
-        largest = max((n for n in dims if dims[n] > floor[n]), key=lambda n: dims[n], default=None)
+        largest = max((n for n in dims if dims[n] > floor[n] and n not in kept), key=lambda n: dims[n], default=None)
         if largest is None:
             break
-        dims[largest] = max(floor[largest], (dims[largest] + 1) // 2)
+        trial = {**dims, largest: max(floor[largest], (dims[largest] + 1) // 2)}
+        if fits(trial):
+            dims = trial
+        else:
+            kept.add(largest)
     return dims
+
+
+def _has_shapes(source: str, path: str, dims: dict[str, int], inputs: list, outputs: list) -> bool:
+    """Whether the problem at these sizes builds and has the contract's shapes there: each named
+    entry at its size, each number as it is. Outputs come from the meta device, or from a run on
+    the CPU for models that do not run there (the sizes are small by then)."""
+    def at(shape: list) -> tuple:
+        return tuple(dims[e] if isinstance(e, str) else e for e in shape)
+
+    try:
+        problem = load_problem(source, path, dims)
+        s = meta_shapes(problem)
+        outs = s.outputs if s.outputs is not None else real_output_shapes(problem, torch.device("cpu"))[0]
+    except Exception:
+        return False
+    return ([tuple(x) for x in s.inputs] == [at(x) for x in inputs]
+            and [tuple(o) for o in outs] == [at(o) for o in outputs])
 
 
 def _sizes(dims: dict[str, int]) -> str:
@@ -249,7 +275,8 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
     shapes = input_shapes + output_shapes
     problem_bytes = _call_bytes(shapes, dtypes, probe_dims)
     if problem_bytes > budget:
-        scaled = _scaled_dims(shapes, dtypes, probe_dims, budget)
+        scaled = _scaled_dims(shapes, dtypes, probe_dims, budget,
+                              lambda d: _has_shapes(source, path, d, input_shapes, output_shapes))
         try:
             meta_shapes(load_problem(source, path, scaled))
             notes.append(f"the problem's sizes ({_sizes(probe_dims)}) take {problem_bytes / 2**20:.0f} MiB per call, over "

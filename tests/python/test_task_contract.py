@@ -122,3 +122,13 @@ def test_sizes_over_the_probe_budget_are_halved_largest_first():
 def test_no_size_is_scaled_below_eight():
     t = task_of("matmul", probe_budget_bytes=1)
     assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("M", 8), ("K", 8), ("N", 8)]
+
+
+def test_a_size_the_output_holds_as_a_number_is_not_scaled():
+    # The pooled length is sequence_length - 12, a number in the contract: halving the sequence
+    # would give the gates a problem of other shapes (or none, once the window outgrows it).
+    t = task_of("pool_long")
+    assert [o["shape"] for o in t.document["outputs"]] == [["batch_size", "channels", 4084]]
+    assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("batch_size", 8), ("channels", 8),
+                                                                      ("sequence_length", 4096)]
+    assert any("the gates probe at batch_size = 8, channels = 8, sequence_length = 4096" in n for n in t.notes)
