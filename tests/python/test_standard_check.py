@@ -68,3 +68,46 @@ def test_a_raising_candidate_fails_with_its_error(tmp_path):
                    "        raise RuntimeError('no kernel image')\n")
     r = standard_check(open_session(problem("matmul"), bad, "cpu", str(tmp_path / "b")))
     assert not r["tol_1e-2"] and "no kernel image" in r["error"] and r["passed_1e-2"] == 0
+
+
+class _SharedGpuSession:
+    device = torch.device("cuda")
+
+
+def test_on_a_shared_gpu_an_out_of_memory_check_runs_again_alone(tmp_path, monkeypatch):
+    # Workers on one GPU run standard checks side by side at KernelBench's sizes; a neighbour's
+    # inputs must not decide a verdict. No GPU is needed: only the lock and the retry are tested.
+    import fcntl
+
+    import kcv.worker as worker
+
+    lock_path = tmp_path / "gpu.lock"
+    monkeypatch.setattr(worker, "_device_lock_path", lambda device: str(lock_path))
+    held = []
+
+    def exclusive_now() -> bool:
+        with open(lock_path, "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return False
+
+    def flaky(session):
+        held.append(exclusive_now())
+        if len(held) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB.")
+        return {"tol_1e-2": True, "tol_1e-4": True, "error": None}
+
+    result = worker.standard_check_sharing_device(_SharedGpuSession(), flaky)
+    assert held == [False, True], "the first try shares the device, the second holds it alone"
+    assert result["tol_1e-2"] and result["retried_alone"]
+
+    def always_out_of_memory(session):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 60.00 GiB.")
+
+    # With the device to itself, running out of memory is the candidate's result, as in KernelBench.
+    result = worker.standard_check_sharing_device(_SharedGpuSession(), always_out_of_memory)
+    assert result["tol_1e-2"] is False and result["error"].startswith("OutOfMemoryError")
+    assert result["retried_alone"]
