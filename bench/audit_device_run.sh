@@ -5,6 +5,7 @@
 #              with the header-only dependencies carried in .device/include
 #   gpu-tests  the Python bridge's GPU tests (pytest -k cuda)
 #   redteam    kcv redteam --device cuda: the CUDA forms through kcv's own device mirrors
+#   redteam-bg the same in the background, beside the steps after it
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcv-audit-out}
 LOG=/tmp/kcv-audit-logs
 rm -rf "$LOG"; mkdir -p "$LOG" "$OUT"
-trap 'tar -czf "$OUT/audit.tgz" -C "$LOG" .' EXIT
+trap 'wait; tar -czf "$OUT/audit.tgz" -C "$LOG" .' EXIT
 CORPORA=${CORPORA:-"tritondump yenhao"}
 STEPS=${STEPS:-"build gpu-tests redteam $(for c in $CORPORA; do printf 'audit:%s ' "$c"; done)"}
 AUDIT_S=${AUDIT_S:-240}
@@ -50,6 +51,10 @@ for step in $STEPS; do
       ;;
     redteam)
       timeout "$(cap 240 20)" kcv redteam --device cuda --json "$LOG/redteam_cuda.json" 2>&1 | tail -45 | tee "$LOG/redteam_cuda.log"
+      ;;
+    redteam-bg)
+      # The same, beside the steps that follow (it uses one GPU process); waited for at the end.
+      ( timeout "$(cap 300 20)" kcv redteam --device cuda --json "$LOG/redteam_cuda.json" > "$LOG/redteam_cuda.log" 2>&1 ) &
       ;;
     audit:*)
       name=${step#audit:}
