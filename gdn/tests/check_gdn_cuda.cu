@@ -5,8 +5,12 @@
 // Build (gdn/CMakeLists.txt builds the same target, kcv_gdn_cuda_check):
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a gdn/tests/check_gdn_cuda.cu \
 //        gdn/cuda/gdn_api.cu gdn/problem.cpp gdn/oracle/gdn_oracle.cpp -o check_gdn_cuda
-// Run: ./check_gdn_cuda [--time | --profile]; exit status 0 iff every check passed. --profile runs
-// one forward and backward at B4 T4096 H32 and nothing else, for a profiler.
+// Run: ./check_gdn_cuda [--time | --time-only | --profile]; exit status 0 iff every check passed.
+// --time-only times without checking; --profile runs one forward and backward at B4 T4096 H32 and
+// nothing else, for a profiler.
+// Kernel versions: bf16 and fp16 inputs run version 2 (tensor cores), float32 inputs version 1;
+// with KCV_GDN_KERNELS=1 in the environment every dtype runs version 1. --time times both
+// versions at each shape in the same process, version 1 first, and prints their ratio.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -138,6 +143,11 @@ double ratio(const std::vector<double>& y, const std::vector<double>& ref, const
     return r;
 }
 
+bool reference_kernels() {
+    const char* v = std::getenv("KCV_GDN_KERNELS");
+    return v != nullptr && std::string(v) == "1";
+}
+
 // Runs one case; returns false on any failure.
 bool run_case(const Case& c, uint32_t seed) {
     const kcv::gdn::Shape& s = c.shape;
@@ -255,7 +265,9 @@ bool run_case(const Case& c, uint32_t seed) {
         line += buf;
         ok &= x <= 1.0;
     }
-    std::printf("%s %-30s %-4s %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), dtype_name(dt), line.c_str());
+    const char* version = dt == 0 || reference_kernels() ? "v1" : "v2";
+    std::printf("%s %-30s %-4s %s det=bitwise %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), dtype_name(dt), version,
+                line.c_str());
     return ok;
 }
 
@@ -281,7 +293,11 @@ float time_ms(F fn, int reps = 5) {
     return t[t.size() / 2];
 }
 
-void time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
+struct Times {
+    float fwd, fwd_bwd;
+};
+
+Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
     const int K = 128, V = 128, dt = 1;
     kcv_gdn_params p{};
     p.gate = int32_t(m.gate);
@@ -307,8 +323,20 @@ void time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
         kcv_gdn_backward(&p, nullptr);
     }, reps);
     const char* err = cudaGetErrorString(cudaGetLastError());
-    std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
-                kcv::gdn::member_name(m), B, T, H, HV, f, fb, err);
+    std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
+                kcv::gdn::member_name(m), B, T, H, HV, reference_kernels() ? "v1" : "v2", f, fb, err);
+    std::fflush(stdout);
+    return {f, fb};
+}
+
+// Version 1 and version 2 at one shape, in this process, and the ratio v2 / v1.
+void time_versions(Member m, int B, int T, int H, int HV) {
+    setenv("KCV_GDN_KERNELS", "1", 1);
+    const Times v1 = time_shape(m, B, T, H, HV, 3);
+    unsetenv("KCV_GDN_KERNELS");
+    const Times v2 = time_shape(m, B, T, H, HV);
+    std::printf("time %-17s B%d T%d H%d HV%d v2/v1: fwd %.3f, fwd+bwd %.3f\n", kcv::gdn::member_name(m), B, T, H, HV,
+                v2.fwd / v1.fwd, v2.fwd_bwd / v1.fwd_bwd);
 }
 
 }  // namespace
@@ -320,10 +348,12 @@ int main(int argc, char** argv) {
         time_shape(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32, 1);
         return 0;
     }
-    const bool timing = mode == "--time";
+    const bool timing = mode == "--time" || mode == "--time-only";
     cudaDeviceProp prop{};
     CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
+    std::printf("kernels: %s\n", reference_kernels() ? "version 1 for every dtype (KCV_GDN_KERNELS=1)"
+                                                      : "version 2 (tensor cores) for bf16/f16, version 1 for f32");
     std::vector<Case> cases;
     for (Member m : kcv::gdn::all_members()) {
         const std::string n = kcv::gdn::member_name(m);
@@ -341,6 +371,7 @@ int main(int argc, char** argv) {
             cases.push_back({n + "/zero-gate", m, 1, kcv::gdn::Shape{1, 100, 1, 1, 128, 128, {}}, 0.0, 0.0});
         }
     }
+    if (mode == "--time-only") cases.clear();
     int failed = 0;
     uint32_t seed = 7000;
     const auto t0 = std::chrono::steady_clock::now();
@@ -348,11 +379,11 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%d passed, %d failed (%.1f s)\n", int(cases.size()) - failed, failed, secs);
     if (timing) {
-        time_shape(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32);
-        time_shape(kcv::gdn::kGatedDeltaNet, 1, 8192, 96, 96);
-        time_shape(kcv::gdn::kGatedDeltaNet, 2, 16384, 16, 16);
-        time_shape(kcv::gdn::kGatedDeltaNet, 1, 32768, 16, 32);
-        time_shape(kcv::gdn::kKda, 4, 4096, 32, 32);
+        time_versions(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32);
+        time_versions(kcv::gdn::kGatedDeltaNet, 1, 8192, 96, 96);
+        time_versions(kcv::gdn::kGatedDeltaNet, 2, 16384, 16, 16);
+        time_versions(kcv::gdn::kGatedDeltaNet, 1, 32768, 16, 32);
+        time_versions(kcv::gdn::kKda, 4, 4096, 32, 32);
     }
     return failed == 0 ? 0 : 1;
 }
