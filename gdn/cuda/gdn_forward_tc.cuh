@@ -11,9 +11,9 @@
 //     their cross-sub-chunk blocks), W = T Λ(β ⊙ K) and U = (T Diag(β)) V;
 //   chunk_output_tc: O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] as one product over the K + C
 //     concatenated columns.
+//   state_scan_tc: Δ = U − W S and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ per chunk step.
 // Still scalar: T = (I + A)⁻¹ (forward substitution, 64 dependent steps), the exponents (range
-// sums with Kahan's compensation) and the per-channel diagonal score blocks; the state scan is
-// version 1's. Operands are read from shared or global memory element by element (no ldmatrix,
+// sums with Kahan's compensation) and the per-channel diagonal score blocks. Operands are read from shared or global memory element by element (no ldmatrix,
 // TMA or wgmma yet). Limits as version 1: K, V <= 128.
 #pragma once
 
@@ -95,6 +95,90 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
         kChunk, V, kChunk, [&](int t, int s) { return T_at(t, s) * b_s[s]; },
         [&](int s, int j) { return s < L ? to_float(v[(size_t(c.row0 + s) * d.HV + hv) * V + j]) : 0.0f; },
         [&](int t, int j, float acc) { w.U[sh * kChunk * V + t * V + j] = acc; });
+}
+
+// The state scan of version 1 with both products of a chunk step on tensor cores:
+// Δ = U − W S (16-column slice) and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ, the decay of the carried
+// state applied by halves as there. Tiles are padded (row strides K + 4, K + 8, 24) so that the
+// fragment loads of each product fall into distinct shared-memory banks.
+constexpr int kScanLd = 24;
+
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+    const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    const int ldw = K + 4, ldk = K + 8;
+    float* const smem = shared_floats();
+    float* S_s = smem;                       // K×16, stride kScanLd
+    float* W_s = S_s + K * kScanLd;          // C×K, stride K + 4
+    float* kt_s = W_s + kChunk * ldw;        // C×K, stride K + 8
+    float* D_s = kt_s + kChunk * ldk;        // C×16, stride kScanLd
+    float* dec_s = D_s + kChunk * kScanLd;   // K: e^{γ_C / 2}
+    int row0, length, first_slot, chunks;
+    sequence_extent(d, n, row0, length, first_slot, chunks);
+
+    for (int e = tid; e < K * kScanCols; e += nt) {
+        const int i = e / kScanCols, col = e % kScanCols;
+        S_s[i * kScanLd + col] = (a.h0 && col < VS) ? a.h0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
+    }
+    __syncthreads();
+    const TI* k = static_cast<const TI*>(a.k);
+    const TI* v = static_cast<const TI*>(a.v);
+    for (int jc = 0; jc < chunks; ++jc) {
+        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
+        const size_t sh = size_t(slot) * d.HV + hv;
+        const float* gam = w.gamma + sh * kChunk * GK;
+        const float* to_end = w.to_end + sh * kChunk * GK;
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            w.states[(sh * K + i) * V + v0 + col] = S_s[i * kScanLd + col];
+        }
+        for (int e = tid; e < kChunk * K; e += nt) {
+            const int t = e / K, i = e % K;
+            kt_s[t * ldk + i] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) *
+                                            (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f)
+                                      : 0.0f;
+            if (DELTA) W_s[t * ldw + i] = w.W[sh * kChunk * K + e];
+        }
+        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        __syncthreads();
+        // Δ = U − W S (delta members) or V.
+        if (DELTA) {
+            block_mma<1, false, false>(
+                L, VS, K, [&](int t, int i) { return W_s[t * ldw + i]; },
+                [&](int i, int col) { return S_s[i * kScanLd + col]; },
+                [&](int t, int col, float acc) {
+                    const float out = w.U[(sh * kChunk + t) * V + v0 + col] - acc;
+                    D_s[t * kScanLd + col] = out;
+                    w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+                });
+        } else {
+            for (int e = tid; e < L * VS; e += nt) {
+                const int t = e / VS, col = e % VS;
+                const float out = to_float(v[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]);
+                D_s[t * kScanLd + col] = out;
+                w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+            }
+        }
+        __syncthreads();
+        block_mma<1, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>>(
+            K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
+            [&](int t, int col) { return D_s[t * kScanLd + col]; },
+            [&](int i, int col, float acc) {
+                S_s[i * kScanLd + col] = decayed(S_s[i * kScanLd + col], dec_s[i]) + acc;
+            });
+        __syncthreads();
+    }
+    if (a.ht)
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            a.ht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = S_s[i * kScanLd + col];
+        }
+}
+
+inline size_t scan_tc_smem_bytes(int K) {
+    return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (2 * K + 12) + kChunk * kScanLd + K);
 }
 
 template <int GATE, class TI>

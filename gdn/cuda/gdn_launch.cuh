@@ -4,7 +4,7 @@
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code.
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 swaps in
 // the tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh where they exist (chunk
-// preparation, chunk outputs, chunk gradients) and keeps version 1's scans. Both versions share
+// preparation, state scan, chunk outputs, chunk gradients) and keeps version 1's reverse scan. Both versions share
 // the workspace and every launch shape.
 #pragma once
 
@@ -46,8 +46,11 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
     } else {
         if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, smem, "prepare_chunks", d, w, fa)) return 1;
     }
-    return launch(state_scan<GATE, DELTA, TI>, dim3(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols),
-                  scan_smem_bytes(d.K), "state_scan", d, w, fa);
+    const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
+    if constexpr (VERSION == 2)
+        return launch(state_scan_tc<GATE, DELTA, TI>, slices, scan_tc_smem_bytes(d.K), "state_scan_tc", d, w, fa);
+    else
+        return launch(state_scan<GATE, DELTA, TI>, slices, scan_smem_bytes(d.K), "state_scan", d, w, fa);
 }
 
 template <int GATE, bool DELTA, class TI, int VERSION, class Launcher>
