@@ -1,6 +1,6 @@
-// Chunked backward of the gated linear recurrence on sm_90a, version 2: chunk_grad of version 1
-// (gdn_backward.cuh) with its matrix products on tensor cores and its serial reductions spread
-// over the block.
+// Chunked backward of the gated linear recurrence on sm_90a, version 2: reverse_scan and
+// chunk_grad of version 1 (gdn_backward.cuh) with their matrix products on tensor cores, and
+// chunk_grad's serial reductions spread over the block.
 //
 // Build (through gdn_api.cu, which holds the launches):
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c gdn/cuda/gdn_api.cu
@@ -13,14 +13,154 @@
 // γ_C (one thread per gate channel in version 1, a 24 000-step serial loop for a scalar gate) is
 // summed per channel in parallel and then over channels in the same order as version 1; dβ reads
 // Tᵀ dΔ from the workspace instead of recomputing it on one thread per token. Still scalar: the
-// per-channel (KDA, GLA) score gradients, the element-wise terms. The reverse scan is version 1's.
+// per-channel (KDA, GLA) score gradients, the element-wise terms.
 // Limits as version 1: K, V <= 128.
 #pragma once
 
 #include "gdn_backward.cuh"
+#include "gdn_forward_tc.cuh"
 #include "gdn_mma.cuh"
 
 namespace kcv::gdn::cuda {
+
+// The reverse state scan of version 1 with its products on tensor cores, per chunk step (dS the
+// gradient of the state after the chunk, a 16-column slice):
+//   dΔ = (K ⊙ e^{γ_C−γ}) dS + (scale·tril(P))ᵀ dO     one product over K + C concatenated columns,
+//   Tᵀ dΔ                                              (delta members),
+//   dS ← Λ_C dS + Σ_t (scale·q_t e^{γ_t/2})(dO_t e^{γ_t/2})ᵀ − Σ_t (b_t e^{γ_t/2})((Tᵀ dΔ)_t e^{γ_t/2})ᵀ
+// the last for the gates whose decay depends on the token only (GATE 0, 1): each operand carries
+// one half of e^{γ_t}, so a strongly decayed term keeps its significant bits as in version 1. A
+// per-channel gate's factor e^{γ_ti} depends on the channel too and cannot be split between the
+// operands; that update stays version 1's scalar loop. Tiles are padded so that each fragment
+// load falls into distinct banks.
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace w, BackwardArgs a) {
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+    const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    const int ldk = K + 4, ldq = K + 8, ldp = kChunk + 8;
+    const float scale = d.scale;
+    float* const smem = shared_floats();
+    float* dS_s = smem;                          // K×16, stride kScanLd
+    float* kt_s = dS_s + K * kScanLd;            // C×K  K ⊙ e^{γ_C − γ}, stride K + 4
+    float* q_s = kt_s + kChunk * ldk;            // C×K, stride K + 8
+    float* bk_s = q_s + kChunk * ldq;            // C×K  β ⊙ K (delta), stride K + 8
+    float* half_s = bk_s + kChunk * ldq;         // C×GK e^{γ_t / 2}
+    float* P_s = half_s + kChunk * GK;           // C×C, stride C + 8
+    float* T_s = P_s + kChunk * ldp;             // C×C  (delta), stride C + 8
+    float* dO_s = T_s + kChunk * ldp;            // C×16, stride kScanLd
+    float* dD_s = dO_s + kChunk * kScanLd;       // C×16
+    float* TdD_s = dD_s + kChunk * kScanLd;      // C×16 Tᵀ dΔ (delta)
+    float* dec_s = TdD_s + kChunk * kScanLd;     // K    e^{γ_C / 2}
+    int row0, length, first_slot, chunks;
+    sequence_extent(d, n, row0, length, first_slot, chunks);
+
+    for (int e = tid; e < K * kScanCols; e += nt) {
+        const int i = e / kScanCols, col = e % kScanCols;
+        dS_s[i * kScanLd + col] =
+            (a.dht && col < VS) ? a.dht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
+    }
+    __syncthreads();
+    const TI* q = static_cast<const TI*>(a.fwd.q);
+    const TI* k = static_cast<const TI*>(a.fwd.k);
+    const TI* beta = static_cast<const TI*>(a.fwd.beta);
+    const TI* dO = static_cast<const TI*>(a.d_o);
+    for (int jc = chunks - 1; jc >= 0; --jc) {
+        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
+        const size_t sh = size_t(slot) * d.HV + hv;
+        const float* gam = w.gamma + sh * kChunk * GK;
+        const float* to_end = w.to_end + sh * kChunk * GK;
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            w.dstates[(sh * K + i) * V + v0 + col] = dS_s[i * kScanLd + col];
+        }
+        for (int e = tid; e < kChunk * K; e += nt) {
+            const int t = e / K, i = e % K;
+            const bool in = t < L;
+            const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
+            const float kv = in ? to_float(k[at]) : 0.0f;
+            kt_s[t * ldk + i] = in ? kv * (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f) : 0.0f;
+            q_s[t * ldq + i] = in ? to_float(q[at]) : 0.0f;
+            if (DELTA) bk_s[t * ldq + i] = in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
+        }
+        for (int e = tid; e < kChunk * GK; e += nt)
+            half_s[e] = GATE != 0 && e / GK < L ? expf(0.5f * gam[e]) : 1.0f;
+        for (int e = tid; e < kChunk * kChunk; e += nt) {
+            const int t = e / kChunk, s = e % kChunk;
+            P_s[t * ldp + s] = w.P[sh * kChunk * kChunk + e];
+            if (DELTA) T_s[t * ldp + s] = w.Tm[sh * kChunk * kChunk + e];
+        }
+        for (int e = tid; e < kChunk * kScanCols; e += nt) {
+            const int t = e / kScanCols, col = e % kScanCols;
+            dO_s[t * kScanLd + col] =
+                (t < L && col < VS) ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
+        }
+        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        __syncthreads();
+        // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
+        // against dO_s.
+        block_mma<1, false, false>(
+            L, VS, K + kChunk,
+            [&](int t, int x) {
+                if (x < K) return kt_s[t * ldk + x];
+                const int s = x - K;
+                return s >= t && s < L ? scale * P_s[s * ldp + t] : 0.0f;
+            },
+            [&](int x, int col) { return x < K ? dS_s[x * kScanLd + col] : dO_s[(x - K) * kScanLd + col]; },
+            [&](int t, int col, float acc) {
+                dD_s[t * kScanLd + col] = acc;
+                w.ddelta[(sh * kChunk + t) * V + v0 + col] = acc;
+            });
+        __syncthreads();
+        if (DELTA) {
+            block_mma<1, false, false>(
+                L, VS, L, [&](int t, int s) { return s >= t ? T_s[s * ldp + t] : 0.0f; },
+                [&](int s, int col) { return dD_s[s * kScanLd + col]; },
+                [&](int t, int col, float acc) { TdD_s[t * kScanLd + col] = acc; });
+            __syncthreads();
+        }
+        if constexpr (GATE != 2) {
+            // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
+            // against Tᵀ dΔ e^{γ/2}.
+            block_mma<1, false, false>(
+                K, VS, DELTA ? 2 * L : L,
+                [&](int i, int x) {
+                    return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_s[(x - L) * ldq + i] * half_s[x - L];
+                },
+                [&](int x, int col) {
+                    return x < L ? dO_s[x * kScanLd + col] * half_s[x] : TdD_s[(x - L) * kScanLd + col] * half_s[x - L];
+                },
+                [&](int i, int col, float acc) {
+                    dS_s[i * kScanLd + col] = decayed(dS_s[i * kScanLd + col], dec_s[i]) + acc;
+                });
+        } else {
+            for (int e = tid; e < K * VS; e += nt) {
+                const int i = e / VS, col = e % VS;
+                float from_o = 0.0f, from_w = 0.0f;
+                for (int t = 0; t < L; ++t)
+                    from_o += decayed(q_s[t * ldq + i] * dO_s[t * kScanLd + col], half_s[t * GK + i]);
+                if (DELTA)
+                    for (int t = 0; t < L; ++t)
+                        from_w += decayed(bk_s[t * ldq + i] * TdD_s[t * kScanLd + col], half_s[t * GK + i]);
+                float s = decayed(dS_s[i * kScanLd + col], dec_s[i]) + scale * from_o;
+                if (DELTA) s -= from_w;
+                dS_s[i * kScanLd + col] = s;
+            }
+        }
+        __syncthreads();
+    }
+    if (a.dh0)
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            a.dh0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = dS_s[i * kScanLd + col];
+        }
+}
+
+inline size_t reverse_scan_tc_smem_bytes(int K, int gate) {
+    const int GK = gate == 2 ? K : 1;
+    return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (3 * K + 20) + size_t(kChunk) * GK +
+                            2 * kChunk * (kChunk + 8) + 3 * kChunk * kScanLd + K);
+}
 
 template <int GATE, bool DELTA, class TI>
 __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w, BackwardArgs a) {

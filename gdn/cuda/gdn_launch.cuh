@@ -2,10 +2,9 @@
 // the same sequence drives the GPU (gdn_api.cu) and the host emulation of the kernels
 // (host_emulation.hpp, tests/cpp/test_gdn_cuda_emulated.cpp). A Launcher is called as
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code.
-// VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 swaps in
-// the tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh where they exist (chunk
-// preparation, state scan, chunk outputs, chunk gradients) and keeps version 1's reverse scan. Both versions share
-// the workspace and every launch shape.
+// VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
+// tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh for every step but the
+// chunk offsets and the group sum. Both versions share the workspace and every launch shape.
 #pragma once
 
 #include "gdn_backward_tc.cuh"
@@ -75,9 +74,15 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, nullptr, nullptr};
     if (prepare_and_scan<GATE, DELTA, TI, VERSION>(launch, p, d, w, fa)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
-    if (launch(reverse_scan<GATE, DELTA, TI>, dim3(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols),
-               reverse_scan_smem_bytes(d.K, GATE), "reverse_scan", d, w, ba))
-        return 1;
+    const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
+    if constexpr (VERSION == 2) {
+        if (launch(reverse_scan_tc<GATE, DELTA, TI>, slices, reverse_scan_tc_smem_bytes(d.K, GATE), "reverse_scan_tc",
+                   d, w, ba))
+            return 1;
+    } else {
+        if (launch(reverse_scan<GATE, DELTA, TI>, slices, reverse_scan_smem_bytes(d.K, GATE), "reverse_scan", d, w, ba))
+            return 1;
+    }
     const dim3 chunks(d.slots, d.HV);
     const size_t smem = grad_smem_bytes(d.K, GATE);
     if constexpr (VERSION == 2) {
