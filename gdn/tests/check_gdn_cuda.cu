@@ -366,6 +366,11 @@ int main(int argc, char** argv) {
                          kcv::gdn::Shape{1, 130, 2, 4, 64, 64, {0, 2, 2, 3, 8, 11, 19, 20, 21, 28, 32, 38, 40, 49, 50,
                                                                53, 53, 58, 60, 61, 65, 129, 130}}});
         cases.push_back({n + "/K64V32-T200", m, 0, kcv::gdn::Shape{1, 200, 2, 2, 64, 32, {}}});
+        // Version 2 (bf16) on head sizes below the 128 of the tiles and on many short sequences.
+        cases.push_back({n + "/K64V32-T200", m, 1, kcv::gdn::Shape{1, 200, 2, 2, 64, 32, {}}});
+        cases.push_back({n + "/varlen-many-short", m, 1,
+                         kcv::gdn::Shape{1, 130, 2, 4, 64, 64, {0, 2, 2, 3, 8, 11, 19, 20, 21, 28, 32, 38, 40, 49, 50,
+                                                               53, 53, 58, 60, 61, 65, 129, 130}}});
         if (m.gate != GateKind::none) {
             cases.push_back({n + "/strong-decay", m, 0, kcv::gdn::Shape{1, 150, 1, 1, 128, 128, {}}, -8.0, -2.0});
             // The same in bf16, so that version 2 meets decays whose factors go subnormal.
