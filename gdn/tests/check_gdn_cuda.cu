@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../cuda/gdn_cuda.h"
+#include "../cuda/gdn_mma.cuh"
 #include "../oracle/gdn_oracle.hpp"
 
 namespace {
@@ -146,6 +147,85 @@ double ratio(const std::vector<double>& y, const std::vector<double>& ref, const
 bool reference_kernels() {
     const char* v = std::getenv("KCV_GDN_KERNELS");
     return v != nullptr && std::string(v) == "1";
+}
+
+// C (M×N) = A (M×Kd) · B (Kd×N) through block_mma, the tensor-core product of version 2: one
+// TF32 term per operand (EXACT) or the 3xTF32 split.
+template <bool EXACT>
+__global__ void block_mma_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
+    kcv::gdn::cuda::block_mma<4, EXACT, EXACT>(
+        M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
+        [&](int m, int n, float acc) { C[m * N + n] = acc; });
+}
+
+// The tensor-core product on its own, so that a wrong fragment layout shows here by name rather
+// than as every version 2 case failing: (1) small integers, whose products and sums are exact,
+// compared bit for bit through both paths, on a shape with partial tiles in M, N and K; (2) normal
+// random operands through the split, the error relative to Σ|a||b| against 2^-19 (the split leaves
+// about 3·2^-22, the accumulation a few 2^-24); (3) whether TF32 subnormal operands survive
+// (reported, not judged: the emulation keeps them). Returns the number of failures.
+int check_block_mma() {
+    const int M = 64, N = 72, Kd = 70;
+    std::mt19937 rng(11);
+    std::vector<float> a(M * Kd), b(Kd * N), c(M * N);
+    Buffer da(a.size() * 4), db(b.size() * 4), dc(c.size() * 4);
+    auto product = [&](bool exact) {
+        da.upload(a.data());
+        db.upload(b.data());
+        dc.poison(0xFF);
+        if (exact) block_mma_product<true><<<1, 256>>>(static_cast<float*>(da.p), static_cast<float*>(db.p),
+                                                       static_cast<float*>(dc.p), M, N, Kd);
+        else block_mma_product<false><<<1, 256>>>(static_cast<float*>(da.p), static_cast<float*>(db.p),
+                                                  static_cast<float*>(dc.p), M, N, Kd);
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaMemcpy(c.data(), dc.p, c.size() * 4, cudaMemcpyDeviceToHost));
+    };
+    auto reference = [&](int m, int n, bool magnitude) {
+        double acc = 0.0;
+        for (int k = 0; k < Kd; ++k) acc += magnitude ? std::abs(double(a[m * Kd + k]) * b[k * N + n])
+                                                      : double(a[m * Kd + k]) * b[k * N + n];
+        return acc;
+    };
+    int failed = 0;
+    std::uniform_int_distribution<int> small(-8, 8);
+    for (auto& x : a) x = float(small(rng));
+    for (auto& x : b) x = float(small(rng));
+    for (bool exact : {true, false}) {
+        product(exact);
+        int wrong = 0, first = -1;
+        for (int e = 0; e < M * N; ++e)
+            if (c[e] != float(reference(e / N, e % N, false))) {
+                ++wrong;
+                if (first < 0) first = e;
+            }
+        if (wrong) {
+            std::printf("FAIL block_mma %s on small integers: %d of %d elements wrong, first (%d, %d) = %g, expected %g\n",
+                        exact ? "exact" : "3xTF32", wrong, M * N, first / N, first % N, c[first],
+                        reference(first / N, first % N, false));
+            ++failed;
+        } else {
+            std::printf("ok   block_mma %s on small integers (64×72×70): bit for bit\n", exact ? "exact" : "3xTF32");
+        }
+    }
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    for (auto& x : a) x = n01(rng);
+    for (auto& x : b) x = n01(rng);
+    product(false);
+    double worst = 0.0;
+    for (int e = 0; e < M * N; ++e)
+        worst = std::max(worst, std::abs(c[e] - reference(e / N, e % N, false)) / reference(e / N, e % N, true));
+    const bool close = worst <= 0x1p-19;
+    std::printf("%s block_mma 3xTF32 on normal operands: max |error| / sum|a||b| = %.3g = 2^%.1f (bound 2^-19)\n",
+                close ? "ok  " : "FAIL", worst, std::log2(worst));
+    failed += close ? 0 : 1;
+    std::fill(a.begin(), a.end(), 0.0f);
+    std::fill(b.begin(), b.end(), 0.0f);
+    a[0] = 0x1p-130f;   // subnormal in float32 and in TF32
+    b[0] = 0x1p+20f;
+    product(true);
+    std::printf("note block_mma subnormal TF32 operand: 2^-130 · 2^20 = %g (%s)\n", c[0],
+                c[0] == 0x1p-110f ? "kept" : "flushed or changed");
+    return failed;
 }
 
 // Runs one case; returns false on any failure.
@@ -379,12 +459,15 @@ int main(int argc, char** argv) {
         }
     }
     if (mode == "--time-only") cases.clear();
+    const int mma_failed = check_block_mma();
     int failed = 0;
     uint32_t seed = 7000;
     const auto t0 = std::chrono::steady_clock::now();
     for (const Case& c : cases) failed += run_case(c, ++seed) ? 0 : 1;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%d passed, %d failed (%.1f s)\n", int(cases.size()) - failed, failed, secs);
+    std::printf("%d passed, %d failed (%.1f s); block_mma checks: %d failed\n", int(cases.size()) - failed, failed,
+                secs, mma_failed);
+    failed += mma_failed;
     if (timing) {
         time_versions(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32);
         time_versions(kcv::gdn::kGatedDeltaNet, 1, 8192, 96, 96);
