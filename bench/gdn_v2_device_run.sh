@@ -2,9 +2,11 @@
 # One call on a GPU machine for the version 2 (tensor-core) recurrence kernels, built here from
 # source, each step under its own time limit, logs under $OUT (at most 8 files):
 #   0. build the library and the check program (build.log, with ptxas registers and spills);
-#   1. every case against the float64 oracle with version 2 for bf16/f16 (check_v2.log), then the
-#      same cases with version 1 everywhere (check_v1.log); each line gives the ratio r per output
-#      (pass iff r <= 1) and whether two runs into differently poisoned buffers agreed bit for bit;
+#   1. the tensor-core product alone (block_mma: exact small integers, the 3xTF32 error, subnormal
+#      operands), then every case against the float64 oracle with version 2 for bf16/f16
+#      (check_v2.log), then the same with version 1 everywhere (check_v1.log); each case line gives
+#      the ratio r per output (pass iff r <= 1) after two runs into differently poisoned buffers
+#      agreed bit for bit;
 #   2. times at GDN.md's shapes, version 1 and version 2 side by side in one process (time.log);
 #   3. flash-linear-attention (fla-core, carried as a wheel in .whl/) at the same shapes
 #      (bench_fla.log);
@@ -76,7 +78,7 @@ echo "== 4. time per kernel (Nsight Compute), version 2 then version 1"
 {
   echo "== summary ($(date -u), ${SECONDS}s)"
   grep -E "build exit" "$OUT/build.log"
-  for v in 2 1; do echo "-- check v$v"; grep -E "^FAIL|passed|check exit" "$OUT/check_v$v.log"; done
+  for v in 2 1; do echo "-- check v$v"; grep -E "^FAIL|passed|check exit|block_mma" "$OUT/check_v$v.log"; done
   echo "-- times"; grep -E "^time" "$OUT/time.log"
   echo "-- fla"; grep "^|" "$OUT/bench_fla.log"
   echo "-- per kernel"; cat "$OUT/ncu.log"
