@@ -11,7 +11,7 @@
 #   3. flash-linear-attention (fla-core, carried as a wheel in .whl/) at the same shapes
 #      (bench_fla.log);
 #   4. time per kernel under Nsight Compute, version 2 then version 1 (ncu.log);
-# and summary.txt.
+# and summary.txt. Every step has its own time limit; together at most 455 s (about 4 min expected).
 #   bash bench/gdn_v2_device_run.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -27,9 +27,9 @@ echo "== 0. build"
 SECONDS=0
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
 {
-  nvcc -std=c++20 -O3 $ARCH -Xptxas -v -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
+  timeout 120 nvcc -std=c++20 -O3 $ARCH -Xptxas -v -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
        -o "$BUILD/libkcv_gdn_cuda.so" > "$BUILD/lib.log" 2>&1 &
-  nvcc -std=c++20 -O2 $ARCH -c gdn/tests/check_gdn_cuda.cu -o "$BUILD/check.o" > "$BUILD/check.log" 2>&1 &
+  timeout 120 nvcc -std=c++20 -O2 $ARCH -c gdn/tests/check_gdn_cuda.cu -o "$BUILD/check.o" > "$BUILD/check.log" 2>&1 &
   g++ -std=c++20 -O2 -c gdn/problem.cpp -o "$BUILD/problem.o" > "$BUILD/problem.log" 2>&1 &
   g++ -std=c++20 -O2 -c gdn/oracle/gdn_oracle.cpp -o "$BUILD/oracle.o" > "$BUILD/oracle.log" 2>&1 &
   wait
@@ -47,13 +47,13 @@ CHECK="$BUILD/check_gdn_cuda"
 export KCV_GDN_CUDA_LIB="$BUILD/libkcv_gdn_cuda.so"
 
 echo "== 1. kernels against the oracle, version 2 then version 1"
-timeout 90 "$CHECK" > "$OUT/check_v2.log" 2>&1
+timeout 60 "$CHECK" > "$OUT/check_v2.log" 2>&1
 echo "check exit: $?" >> "$OUT/check_v2.log"
-KCV_GDN_KERNELS=1 timeout 60 "$CHECK" > "$OUT/check_v1.log" 2>&1
+KCV_GDN_KERNELS=1 timeout 45 "$CHECK" > "$OUT/check_v1.log" 2>&1
 echo "check exit: $?" >> "$OUT/check_v1.log"
 
 echo "== 2. kernel times, version 1 and version 2 in one process"
-timeout 150 "$CHECK" --time-only > "$OUT/time.log" 2>&1
+timeout 85 "$CHECK" --time-only > "$OUT/time.log" 2>&1
 echo "time exit: $?" >> "$OUT/time.log"
 
 echo "== 3. fla-core at the same shapes"
@@ -61,15 +61,16 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   && export PYTHONPATH=/tmp/site
 mkdir -p /tmp/pyroot/kcv && touch /tmp/pyroot/kcv/__init__.py && ln -sfn "$PWD/python/kcv/gdn" /tmp/pyroot/kcv/gdn
 export PYTHONPATH=/tmp/pyroot:${PYTHONPATH:-}
-timeout 100 python3 bench/gdn_bench.py --members gdn --impls fla --fla-gated-bwd-despite-guard 2>&1 \
+timeout 80 python3 bench/gdn_bench.py --members gdn --impls fla --fla-gated-bwd-despite-guard 2>&1 \
   | grep -v Warning > "$OUT/bench_fla.log"
 
 echo "== 4. time per kernel (Nsight Compute), version 2 then version 1"
 {
   for version in 2 1; do
     echo "-- version $version"
-    if [ $version = 1 ]; then export KCV_GDN_KERNELS=1; fi
-    timeout 60 ncu --clock-control none --metrics gpu__time_duration.sum --csv "$CHECK" --profile 2>&1 \
+    limit=25
+    if [ $version = 1 ]; then export KCV_GDN_KERNELS=1; limit=40; fi
+    timeout $limit ncu --clock-control none --metrics gpu__time_duration.sum --csv "$CHECK" --profile 2>&1 \
       | grep -E "gpu__time" | awk -F'","' '{print $5, $(NF)}'
   done
   unset KCV_GDN_KERNELS
