@@ -7,6 +7,7 @@
 // (gdn/CMakeLists.txt builds the same library.)
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "gdn_launch.cuh"
@@ -61,10 +62,21 @@ struct DeviceLauncher {
     }
 };
 
+// Version 2 (tensor cores) for the 16-bit inputs, version 1 for float32 and whenever the
+// environment sets KCV_GDN_KERNELS=1, so that one process can time both.
+bool reference_kernels() {
+    const char* v = std::getenv("KCV_GDN_KERNELS");
+    return v != nullptr && std::string(v) == "1";
+}
+
 template <class TI>
 int dispatch(const kcv_gdn_params& p, cudaStream_t s, bool backward) {
     DeviceLauncher launch{s};
-    const int status = launch_member<TI>(launch, p, backward);
+    int status;
+    if constexpr (sizeof(TI) == 2)
+        status = reference_kernels() ? launch_member<TI, 1>(launch, p, backward) : launch_member<TI, 2>(launch, p, backward);
+    else
+        status = launch_member<TI, 1>(launch, p, backward);
     if (status != 0 && last_error.empty()) return fail("no such member");
     return status;
 }

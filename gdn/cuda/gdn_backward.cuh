@@ -14,7 +14,7 @@
 //   group_sum: dq, dk of a query/key head summed over its value heads in increasing order.
 // gdn/cpu/gdn_chunked.cpp is the same computation, step for step, in plain C++, with the same
 // precision measures (gdn_forward.cuh lists them). Limits: K, V <= 128. No atomics; every element one thread's sequential sum in a fixed order. Scalar FMA
-// tiles, not yet tensor cores (wgmma) or TMA.
+// tiles; gdn_backward_tc.cuh is version 2 on tensor cores.
 #pragma once
 
 #include "gdn_forward.cuh"

@@ -1,10 +1,11 @@
 // Shared pieces of the CUDA recurrence kernels: element conversion, where a chunk lives, the
 // workspace layout, and the block-level gated score matrix with sub-chunk anchoring.
 //
-// Every kernel here is the reference ("clear") version of the chunked algorithm: one thread
-// computes one element with a sequential float32 sum in a fixed order, operands staged in
+// The kernels of version 1 are the reference ("clear") version of the chunked algorithm: one
+// thread computes one element with a sequential float32 sum in a fixed order, operands staged in
 // shared memory. It mirrors gdn/cpu/gdn_chunked.cpp step by step, so the CPU code reads as its
-// specification.
+// specification. Version 2 (gdn_forward_tc.cuh, gdn_backward_tc.cuh) reuses these pieces and
+// moves the matrix products to tensor cores (gdn_mma.cuh).
 #pragma once
 
 #if defined(KCV_GDN_HOST_EMULATION)

@@ -14,6 +14,9 @@
  * With cu_seqlens (B = 1) sequence n is tokens [cu[n], cu[n+1]), possibly empty, and h0, ht, dht,
  * dh0 hold one state per sequence.
  * Limits: K, V <= 128 (shared-memory tiles), any T, B; with cu_seqlens B = 1.
+ * Kernels: bf16 and fp16 inputs run version 2 (tensor cores, float32 operands split 3xTF32),
+ * float32 inputs version 1 (scalar float32); KCV_GDN_KERNELS=1 in the environment selects
+ * version 1 for every dtype.
  */
 #ifndef KCV_GDN_CUDA_H
 #define KCV_GDN_CUDA_H

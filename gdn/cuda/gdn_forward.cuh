@@ -15,8 +15,8 @@
 // exponent γ_t − γ_j a sum over its own range of g, and the decay of a value carried out of the
 // chunk applied last and by halves (docs/gdn.md says why each is needed).
 // Limits: K, V <= 128. Every element is one thread's sequential float32 sum in a fixed order, so
-// results are bitwise reproducible; no atomics. Scalar FMA tiles, not yet tensor cores (wgmma) or
-// TMA.
+// results are bitwise reproducible; no atomics. Scalar FMA tiles; gdn_forward_tc.cuh is version 2
+// on tensor cores.
 #pragma once
 
 #include "gdn_common.cuh"

@@ -76,6 +76,41 @@ void launch(Kernel kernel, dim3 grid, unsigned threads, Args... args) {
             }
 }
 
+// cvt.rna.tf32.f32: round to 10 fraction bits, nearest, ties away from zero.
+inline uint32_t to_tf32(float x) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    if ((b & 0x7F800000u) == 0x7F800000u) return b;   // Inf, NaN
+    return (b + 0x1000u) & 0xFFFFE000u;
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for a block of one warp (HostLauncher's 32
+// threads): each lane posts its fragments, then reads the whole tiles back through the PTX
+// fragment layout (gdn_mma.cuh has the table) and adds its own four elements of A·B, the
+// products summed exactly and rounded once.
+inline uint32_t mma_a[32][4], mma_b[32][2];
+inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    if (block_dim.x != 32) std::abort();
+    const unsigned lane = thread_index.x;
+    for (int r = 0; r < 4; ++r) mma_a[lane][r] = a[r];
+    for (int r = 0; r < 2; ++r) mma_b[lane][r] = b[r];
+    block_barrier->arrive_and_wait();
+    auto value = [](uint32_t bits) {
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return double(f);
+    };
+    auto A = [&](int m, int k) { return value(mma_a[(m % 8) * 4 + k % 4][(m / 8) + 2 * (k / 4)]); };
+    auto B = [&](int k, int n) { return value(mma_b[n * 4 + k % 4][k / 4]); };
+    for (int r = 0; r < 4; ++r) {
+        const int m = int(lane / 4) + (r / 2) * 8, n = int(lane % 4) * 2 + r % 2;
+        double sum = 0.0;
+        for (int k = 0; k < 8; ++k) sum += A(m, k) * B(k, n);
+        d[r] = float(double(d[r]) + sum);
+    }
+    block_barrier->arrive_and_wait();
+}
+
 // The Launcher of gdn_launch.cuh for the host: runs each kernel through launch() with fewer
 // threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
 // with fewer host threads per block); refuses a block needing more shared memory than Hopper has.

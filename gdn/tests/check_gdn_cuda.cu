@@ -5,8 +5,12 @@
 // Build (gdn/CMakeLists.txt builds the same target, kcv_gdn_cuda_check):
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a gdn/tests/check_gdn_cuda.cu \
 //        gdn/cuda/gdn_api.cu gdn/problem.cpp gdn/oracle/gdn_oracle.cpp -o check_gdn_cuda
-// Run: ./check_gdn_cuda [--time | --profile]; exit status 0 iff every check passed. --profile runs
-// one forward and backward at B4 T4096 H32 and nothing else, for a profiler.
+// Run: ./check_gdn_cuda [--time | --time-only | --profile]; exit status 0 iff every check passed.
+// --time-only times without checking; --profile runs one forward and backward at B4 T4096 H32 and
+// nothing else, for a profiler.
+// Kernel versions: bf16 and fp16 inputs run version 2 (tensor cores), float32 inputs version 1;
+// with KCV_GDN_KERNELS=1 in the environment every dtype runs version 1. --time times both
+// versions at each shape in the same process, version 1 first, and prints their ratio.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "../cuda/gdn_cuda.h"
+#include "../cuda/gdn_mma.cuh"
 #include "../oracle/gdn_oracle.hpp"
 
 namespace {
@@ -136,6 +142,90 @@ double ratio(const std::vector<double>& y, const std::vector<double>& ref, const
         r = std::max(r, e);
     }
     return r;
+}
+
+bool reference_kernels() {
+    const char* v = std::getenv("KCV_GDN_KERNELS");
+    return v != nullptr && std::string(v) == "1";
+}
+
+// C (M×N) = A (M×Kd) · B (Kd×N) through block_mma, the tensor-core product of version 2: one
+// TF32 term per operand (EXACT) or the 3xTF32 split.
+template <bool EXACT>
+__global__ void block_mma_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
+    kcv::gdn::cuda::block_mma<4, EXACT, EXACT>(
+        M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
+        [&](int m, int n, float acc) { C[m * N + n] = acc; });
+}
+
+// The tensor-core product on its own, so that a wrong fragment layout shows here by name rather
+// than as every version 2 case failing: (1) small integers, whose products and sums are exact,
+// compared bit for bit through both paths, on a shape with partial tiles in M, N and K; (2) normal
+// random operands through the split, the error relative to Σ|a||b| against 2^-19 (the split leaves
+// about 3·2^-22, the accumulation a few 2^-24); (3) whether TF32 subnormal operands survive
+// (reported, not judged: the emulation keeps them). Returns the number of failures.
+int check_block_mma() {
+    const int M = 64, N = 72, Kd = 70;
+    std::mt19937 rng(11);
+    std::vector<float> a(M * Kd), b(Kd * N), c(M * N);
+    Buffer da(a.size() * 4), db(b.size() * 4), dc(c.size() * 4);
+    auto product = [&](bool exact) {
+        da.upload(a.data());
+        db.upload(b.data());
+        dc.poison(0xFF);
+        if (exact) block_mma_product<true><<<1, 256>>>(static_cast<float*>(da.p), static_cast<float*>(db.p),
+                                                       static_cast<float*>(dc.p), M, N, Kd);
+        else block_mma_product<false><<<1, 256>>>(static_cast<float*>(da.p), static_cast<float*>(db.p),
+                                                  static_cast<float*>(dc.p), M, N, Kd);
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaMemcpy(c.data(), dc.p, c.size() * 4, cudaMemcpyDeviceToHost));
+    };
+    auto reference = [&](int m, int n, bool magnitude) {
+        double acc = 0.0;
+        for (int k = 0; k < Kd; ++k) acc += magnitude ? std::abs(double(a[m * Kd + k]) * b[k * N + n])
+                                                      : double(a[m * Kd + k]) * b[k * N + n];
+        return acc;
+    };
+    int failed = 0;
+    std::uniform_int_distribution<int> small(-8, 8);
+    for (auto& x : a) x = float(small(rng));
+    for (auto& x : b) x = float(small(rng));
+    for (bool exact : {true, false}) {
+        product(exact);
+        int wrong = 0, first = -1;
+        for (int e = 0; e < M * N; ++e)
+            if (c[e] != float(reference(e / N, e % N, false))) {
+                ++wrong;
+                if (first < 0) first = e;
+            }
+        if (wrong) {
+            std::printf("FAIL block_mma %s on small integers: %d of %d elements wrong, first (%d, %d) = %g, expected %g\n",
+                        exact ? "exact" : "3xTF32", wrong, M * N, first / N, first % N, c[first],
+                        reference(first / N, first % N, false));
+            ++failed;
+        } else {
+            std::printf("ok   block_mma %s on small integers (64×72×70): bit for bit\n", exact ? "exact" : "3xTF32");
+        }
+    }
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    for (auto& x : a) x = n01(rng);
+    for (auto& x : b) x = n01(rng);
+    product(false);
+    double worst = 0.0;
+    for (int e = 0; e < M * N; ++e)
+        worst = std::max(worst, std::abs(c[e] - reference(e / N, e % N, false)) / reference(e / N, e % N, true));
+    const bool close = worst <= 0x1p-19;
+    std::printf("%s block_mma 3xTF32 on normal operands: max |error| / sum|a||b| = %.3g = 2^%.1f (bound 2^-19)\n",
+                close ? "ok  " : "FAIL", worst, std::log2(worst));
+    failed += close ? 0 : 1;
+    std::fill(a.begin(), a.end(), 0.0f);
+    std::fill(b.begin(), b.end(), 0.0f);
+    a[0] = 0x1p-130f;   // subnormal in float32 and in TF32
+    b[0] = 0x1p+20f;
+    product(true);
+    std::printf("note block_mma subnormal TF32 operand: 2^-130 · 2^20 = %g (%s)\n", c[0],
+                c[0] == 0x1p-110f ? "kept" : "flushed or changed");
+    return failed;
 }
 
 // Runs one case; returns false on any failure.
@@ -255,7 +345,9 @@ bool run_case(const Case& c, uint32_t seed) {
         line += buf;
         ok &= x <= 1.0;
     }
-    std::printf("%s %-30s %-4s %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), dtype_name(dt), line.c_str());
+    const char* version = dt == 0 || reference_kernels() ? "v1" : "v2";
+    std::printf("%s %-30s %-4s %s det=bitwise %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), dtype_name(dt), version,
+                line.c_str());
     return ok;
 }
 
@@ -281,7 +373,11 @@ float time_ms(F fn, int reps = 5) {
     return t[t.size() / 2];
 }
 
-void time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
+struct Times {
+    float fwd, fwd_bwd;
+};
+
+Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
     const int K = 128, V = 128, dt = 1;
     kcv_gdn_params p{};
     p.gate = int32_t(m.gate);
@@ -307,8 +403,20 @@ void time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
         kcv_gdn_backward(&p, nullptr);
     }, reps);
     const char* err = cudaGetErrorString(cudaGetLastError());
-    std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
-                kcv::gdn::member_name(m), B, T, H, HV, f, fb, err);
+    std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
+                kcv::gdn::member_name(m), B, T, H, HV, reference_kernels() ? "v1" : "v2", f, fb, err);
+    std::fflush(stdout);
+    return {f, fb};
+}
+
+// Version 1 and version 2 at one shape, in this process, and the ratio v2 / v1.
+void time_versions(Member m, int B, int T, int H, int HV) {
+    setenv("KCV_GDN_KERNELS", "1", 1);
+    const Times v1 = time_shape(m, B, T, H, HV, 3);
+    unsetenv("KCV_GDN_KERNELS");
+    const Times v2 = time_shape(m, B, T, H, HV);
+    std::printf("time %-17s B%d T%d H%d HV%d v2/v1: fwd %.3f, fwd+bwd %.3f\n", kcv::gdn::member_name(m), B, T, H, HV,
+                v2.fwd / v1.fwd, v2.fwd_bwd / v1.fwd_bwd);
 }
 
 }  // namespace
@@ -320,10 +428,12 @@ int main(int argc, char** argv) {
         time_shape(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32, 1);
         return 0;
     }
-    const bool timing = mode == "--time";
+    const bool timing = mode == "--time" || mode == "--time-only";
     cudaDeviceProp prop{};
     CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
+    std::printf("kernels: %s\n", reference_kernels() ? "version 1 for every dtype (KCV_GDN_KERNELS=1)"
+                                                      : "version 2 (tensor cores) for bf16/f16, version 1 for f32");
     std::vector<Case> cases;
     for (Member m : kcv::gdn::all_members()) {
         const std::string n = kcv::gdn::member_name(m);
@@ -336,23 +446,34 @@ int main(int argc, char** argv) {
                          kcv::gdn::Shape{1, 130, 2, 4, 64, 64, {0, 2, 2, 3, 8, 11, 19, 20, 21, 28, 32, 38, 40, 49, 50,
                                                                53, 53, 58, 60, 61, 65, 129, 130}}});
         cases.push_back({n + "/K64V32-T200", m, 0, kcv::gdn::Shape{1, 200, 2, 2, 64, 32, {}}});
+        // Version 2 (bf16) on head sizes below the 128 of the tiles and on many short sequences.
+        cases.push_back({n + "/K64V32-T200", m, 1, kcv::gdn::Shape{1, 200, 2, 2, 64, 32, {}}});
+        cases.push_back({n + "/varlen-many-short", m, 1,
+                         kcv::gdn::Shape{1, 130, 2, 4, 64, 64, {0, 2, 2, 3, 8, 11, 19, 20, 21, 28, 32, 38, 40, 49, 50,
+                                                               53, 53, 58, 60, 61, 65, 129, 130}}});
         if (m.gate != GateKind::none) {
             cases.push_back({n + "/strong-decay", m, 0, kcv::gdn::Shape{1, 150, 1, 1, 128, 128, {}}, -8.0, -2.0});
+            // The same in bf16, so that version 2 meets decays whose factors go subnormal.
+            cases.push_back({n + "/strong-decay", m, 1, kcv::gdn::Shape{1, 150, 1, 1, 128, 128, {}}, -8.0, -2.0});
             cases.push_back({n + "/zero-gate", m, 1, kcv::gdn::Shape{1, 100, 1, 1, 128, 128, {}}, 0.0, 0.0});
         }
     }
+    if (mode == "--time-only") cases.clear();
+    const int mma_failed = check_block_mma();
     int failed = 0;
     uint32_t seed = 7000;
     const auto t0 = std::chrono::steady_clock::now();
     for (const Case& c : cases) failed += run_case(c, ++seed) ? 0 : 1;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%d passed, %d failed (%.1f s)\n", int(cases.size()) - failed, failed, secs);
+    std::printf("%d passed, %d failed (%.1f s); block_mma checks: %d failed\n", int(cases.size()) - failed, failed,
+                secs, mma_failed);
+    failed += mma_failed;
     if (timing) {
-        time_shape(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32);
-        time_shape(kcv::gdn::kGatedDeltaNet, 1, 8192, 96, 96);
-        time_shape(kcv::gdn::kGatedDeltaNet, 2, 16384, 16, 16);
-        time_shape(kcv::gdn::kGatedDeltaNet, 1, 32768, 16, 32);
-        time_shape(kcv::gdn::kKda, 4, 4096, 32, 32);
+        time_versions(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32);
+        time_versions(kcv::gdn::kGatedDeltaNet, 1, 8192, 96, 96);
+        time_versions(kcv::gdn::kGatedDeltaNet, 2, 16384, 16, 16);
+        time_versions(kcv::gdn::kGatedDeltaNet, 1, 32768, 16, 32);
+        time_versions(kcv::gdn::kKda, 4, 4096, 32, 32);
     }
     return failed == 0 ? 0 : 1;
 }

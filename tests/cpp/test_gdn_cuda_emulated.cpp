@@ -70,9 +70,11 @@ struct Outputs {
     std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
 };
 
-// Forward, then backward, through the emulated kernels, on the float32 specialisation. Outputs
-// and workspace start as NaN, so an element the kernels never write cannot pass a comparison.
-Outputs run_kernels(const Case& c, const Inputs& in) {
+// Forward, then backward, through the emulated kernels, on the float32 specialisation, with the
+// kernels of `version` (1 the reference kernels, 2 the tensor-core ones, their mma.sync emulated
+// from the PTX fragment layout). Outputs and workspace start as NaN, so an element the kernels
+// never write cannot pass a comparison.
+Outputs run_kernels(const Case& c, const Inputs& in, int version = 1) {
     const Shape& s = c.shape;
     const float nan = std::numeric_limits<float>::quiet_NaN();
     Outputs out;
@@ -104,7 +106,10 @@ Outputs run_kernels(const Case& c, const Inputs& in) {
     kp.workspace = ws.data();
     kp.workspace_bytes = ws.size() * sizeof(float);
     HostLauncher launch;
-    auto run = [&](bool backward) { return cu::launch_member<float>(launch, kp, backward); };
+    auto run = [&](bool backward) {
+        return version == 2 ? cu::launch_member<float, 2>(launch, kp, backward)
+                            : cu::launch_member<float, 1>(launch, kp, backward);
+    };
     EXPECT_EQ(run(false), 0) << c.name << ": forward launch sequence failed";
     EXPECT_EQ(run(true), 0) << c.name << ": backward launch sequence failed";
     return out;
@@ -186,9 +191,9 @@ Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out) {
     return r;
 }
 
-void run_case(const Case& c, uint32_t seed) {
+void run_case(const Case& c, uint32_t seed, int version = 1) {
     const Inputs in = draw(c, seed);
-    const Outputs out = run_kernels(c, in);
+    const Outputs out = run_kernels(c, in, version);
     const Ratios r = against_oracle(c, in, out);
     std::printf("  %-34s %s\n", c.name.c_str(), r.str().c_str());
     for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << c.name << " seed " << seed << " " << n << ": " << r.str();
@@ -247,6 +252,21 @@ TEST(GdnCudaEmulated, StrongDecayAgreesWithOracle) {
         run_case({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0}, ++seed);
         run_case({n + "/strong-decay-varlen", m, boundary_lengths(), true, true, -8.0, -2.0}, ++seed);
         run_case({n + "/zero-gate", m, long_and_partial(), true, true, 0.0, 0.0}, ++seed);
+    }
+}
+
+// Version 2 (tensor cores) on float32 inputs, every operand split 3xTF32: the same error bound as
+// the float32 FMA of version 1, on the shapes that exercise partial tiles (K = 8, V = 20), partial
+// chunks, varlen and strong decay.
+TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
+    uint32_t seed = 1000;
+    for (Member m : kcv::gdn::all_members()) {
+        const std::string n = std::string(kcv::gdn::member_name(m)) + "/v2";
+        run_case({n + "/varlen", m, Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}}}, ++seed, 2);
+        run_case({n + "/batched", m, Shape{2, 20, 2, 2, 8, 20, {}}}, ++seed, 2);
+        run_case({n + "/varlen-long-and-partial", m, long_and_partial()}, ++seed, 2);
+        if (m.gate != GateKind::none)
+            run_case({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0}, ++seed, 2);
     }
 }
 

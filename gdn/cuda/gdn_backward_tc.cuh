@@ -1,0 +1,381 @@
+// Chunked backward of the gated linear recurrence on sm_90a, version 2: reverse_scan and
+// chunk_grad of version 1 (gdn_backward.cuh) with their matrix products on tensor cores, and
+// chunk_grad's serial reductions spread over the block.
+//
+// Build (through gdn_api.cu, which holds the launches):
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c gdn/cuda/gdn_api.cu
+//
+// Same algebra, workspace and outputs as version 1, which stays the reference beside it (and the
+// path of float32 inputs). On tensor cores (gdn_mma.cuh: mma.sync m16n8k8 TF32, float32 operands
+// split 3xTF32, raw 16-bit inputs used as exact single TF32 operands): the products over V with
+// the states and Δ (dQ̃, dK̃, dW, dP), the intra-chunk score gradients for the gates without a
+// per-channel factor, dT = dΔ Ṽᵀ + dW R̃ᵀ, Tᵀ dW, Tᵀ dΔ and dA = −Tᵀ (dT Tᵀ). The gradient of
+// γ_C (one thread per gate channel in version 1, a 24 000-step serial loop for a scalar gate) is
+// summed per channel in parallel and then over channels in the same order as version 1; dβ reads
+// Tᵀ dΔ from the workspace instead of recomputing it on one thread per token. Still scalar: the
+// per-channel (KDA, GLA) score gradients, the element-wise terms.
+// Limits as version 1: K, V <= 128.
+#pragma once
+
+#include "gdn_backward.cuh"
+#include "gdn_forward_tc.cuh"
+#include "gdn_mma.cuh"
+
+namespace kcv::gdn::cuda {
+
+// The reverse state scan of version 1 with its products on tensor cores, per chunk step (dS the
+// gradient of the state after the chunk, a 16-column slice):
+//   dΔ = (K ⊙ e^{γ_C−γ}) dS + (scale·tril(P))ᵀ dO     one product over K + C concatenated columns,
+//   Tᵀ dΔ                                              (delta members),
+//   dS ← Λ_C dS + Σ_t (scale·q_t e^{γ_t/2})(dO_t e^{γ_t/2})ᵀ − Σ_t (b_t e^{γ_t/2})((Tᵀ dΔ)_t e^{γ_t/2})ᵀ
+// the last for the gates whose decay depends on the token only (GATE 0, 1): each operand carries
+// one half of e^{γ_t}, so a strongly decayed term keeps its significant bits as in version 1. A
+// per-channel gate's factor e^{γ_ti} depends on the channel too and cannot be split between the
+// operands; that update stays version 1's scalar loop. Tiles are padded so that each fragment
+// load falls into distinct banks.
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace w, BackwardArgs a) {
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+    const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    const int ldk = K + 4, ldq = K + 8, ldp = kChunk + 8;
+    const float scale = d.scale;
+    float* const smem = shared_floats();
+    float* dS_s = smem;                          // K×16, stride kScanLd
+    float* kt_s = dS_s + K * kScanLd;            // C×K  K ⊙ e^{γ_C − γ}, stride K + 4
+    float* q_s = kt_s + kChunk * ldk;            // C×K, stride K + 8
+    float* bk_s = q_s + kChunk * ldq;            // C×K  β ⊙ K (delta), stride K + 8
+    float* half_s = bk_s + kChunk * ldq;         // C×GK e^{γ_t / 2}
+    float* P_s = half_s + kChunk * GK;           // C×C, stride C + 8
+    float* T_s = P_s + kChunk * ldp;             // C×C  (delta), stride C + 8
+    float* dO_s = T_s + kChunk * ldp;            // C×16, stride kScanLd
+    float* dD_s = dO_s + kChunk * kScanLd;       // C×16
+    float* TdD_s = dD_s + kChunk * kScanLd;      // C×16 Tᵀ dΔ (delta)
+    float* dec_s = TdD_s + kChunk * kScanLd;     // K    e^{γ_C / 2}
+    int row0, length, first_slot, chunks;
+    sequence_extent(d, n, row0, length, first_slot, chunks);
+
+    for (int e = tid; e < K * kScanCols; e += nt) {
+        const int i = e / kScanCols, col = e % kScanCols;
+        dS_s[i * kScanLd + col] =
+            (a.dht && col < VS) ? a.dht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
+    }
+    __syncthreads();
+    const TI* q = static_cast<const TI*>(a.fwd.q);
+    const TI* k = static_cast<const TI*>(a.fwd.k);
+    const TI* beta = static_cast<const TI*>(a.fwd.beta);
+    const TI* dO = static_cast<const TI*>(a.d_o);
+    for (int jc = chunks - 1; jc >= 0; --jc) {
+        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
+        const size_t sh = size_t(slot) * d.HV + hv;
+        const float* gam = w.gamma + sh * kChunk * GK;
+        const float* to_end = w.to_end + sh * kChunk * GK;
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            w.dstates[(sh * K + i) * V + v0 + col] = dS_s[i * kScanLd + col];
+        }
+        for (int e = tid; e < kChunk * K; e += nt) {
+            const int t = e / K, i = e % K;
+            const bool in = t < L;
+            const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
+            const float kv = in ? to_float(k[at]) : 0.0f;
+            kt_s[t * ldk + i] = in ? kv * (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f) : 0.0f;
+            q_s[t * ldq + i] = in ? to_float(q[at]) : 0.0f;
+            if (DELTA) bk_s[t * ldq + i] = in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
+        }
+        for (int e = tid; e < kChunk * GK; e += nt)
+            half_s[e] = GATE != 0 && e / GK < L ? expf(0.5f * gam[e]) : 1.0f;
+        for (int e = tid; e < kChunk * kChunk; e += nt) {
+            const int t = e / kChunk, s = e % kChunk;
+            P_s[t * ldp + s] = w.P[sh * kChunk * kChunk + e];
+            if (DELTA) T_s[t * ldp + s] = w.Tm[sh * kChunk * kChunk + e];
+        }
+        for (int e = tid; e < kChunk * kScanCols; e += nt) {
+            const int t = e / kScanCols, col = e % kScanCols;
+            dO_s[t * kScanLd + col] =
+                (t < L && col < VS) ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
+        }
+        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        __syncthreads();
+        // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
+        // against dO_s.
+        block_mma<1, false, false>(
+            L, VS, K + kChunk,
+            [&](int t, int x) {
+                if (x < K) return kt_s[t * ldk + x];
+                const int s = x - K;
+                return s >= t && s < L ? scale * P_s[s * ldp + t] : 0.0f;
+            },
+            [&](int x, int col) { return x < K ? dS_s[x * kScanLd + col] : dO_s[(x - K) * kScanLd + col]; },
+            [&](int t, int col, float acc) {
+                dD_s[t * kScanLd + col] = acc;
+                w.ddelta[(sh * kChunk + t) * V + v0 + col] = acc;
+            });
+        __syncthreads();
+        if (DELTA) {
+            block_mma<1, false, false>(
+                L, VS, L, [&](int t, int s) { return s >= t ? T_s[s * ldp + t] : 0.0f; },
+                [&](int s, int col) { return dD_s[s * kScanLd + col]; },
+                [&](int t, int col, float acc) { TdD_s[t * kScanLd + col] = acc; });
+            __syncthreads();
+        }
+        if constexpr (GATE != 2) {
+            // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
+            // against Tᵀ dΔ e^{γ/2}.
+            block_mma<1, false, false>(
+                K, VS, DELTA ? 2 * L : L,
+                [&](int i, int x) {
+                    return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_s[(x - L) * ldq + i] * half_s[x - L];
+                },
+                [&](int x, int col) {
+                    return x < L ? dO_s[x * kScanLd + col] * half_s[x] : TdD_s[(x - L) * kScanLd + col] * half_s[x - L];
+                },
+                [&](int i, int col, float acc) {
+                    dS_s[i * kScanLd + col] = decayed(dS_s[i * kScanLd + col], dec_s[i]) + acc;
+                });
+        } else {
+            for (int e = tid; e < K * VS; e += nt) {
+                const int i = e / VS, col = e % VS;
+                float from_o = 0.0f, from_w = 0.0f;
+                for (int t = 0; t < L; ++t)
+                    from_o += decayed(q_s[t * ldq + i] * dO_s[t * kScanLd + col], half_s[t * GK + i]);
+                if (DELTA)
+                    for (int t = 0; t < L; ++t)
+                        from_w += decayed(bk_s[t * ldq + i] * TdD_s[t * kScanLd + col], half_s[t * GK + i]);
+                float s = decayed(dS_s[i * kScanLd + col], dec_s[i]) + scale * from_o;
+                if (DELTA) s -= from_w;
+                dS_s[i * kScanLd + col] = s;
+            }
+        }
+        __syncthreads();
+    }
+    if (a.dh0)
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            a.dh0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = dS_s[i * kScanLd + col];
+        }
+}
+
+inline size_t reverse_scan_tc_smem_bytes(int K, int gate) {
+    const int GK = gate == 2 ? K : 1;
+    return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (3 * K + 20) + size_t(kChunk) * GK +
+                            2 * kChunk * (kChunk + 8) + 3 * kChunk * kScanLd + K);
+}
+
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w, BackwardArgs a) {
+    ChunkPos c;
+    if (!locate_chunk(d, blockIdx.x, c)) return;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int L = c.L, GK = GATE == 2 ? K : 1;
+    constexpr bool EX = exact_in_tf32<TI>;
+    const float scale = d.scale;
+    float* const smem = shared_floats();
+    float* q_s = smem;                     // C×K
+    float* k_s = q_s + kChunk * K;         // C×K
+    float* bk_s = k_s + kChunk * K;        // C×K  β ⊙ K (delta)
+    float* g_s = bk_s + kChunk * K;        // C×GK log decays
+    float* dgam_s = g_s + kChunk * GK;     // C×GK
+    float* dend_s = dgam_s + kChunk * GK;  // GK: gradient of γ_C
+    float* T_s = dend_s + GK;              // C×C
+    float* dM_s = T_s + kChunk * kChunk;   // C×C  dP, then dT Tᵀ
+    float* dT_s = dM_s + kChunk * kChunk;  // C×C  per-channel terms of dγ_C, then dT, then dA
+    float* F_s = dT_s + kChunk * kChunk;   // C×C  e^{γ_t − γ_j} (scalar gate only)
+    const size_t sh = size_t(c.slot) * d.HV + hv;
+    const float* gam = w.gamma + sh * kChunk * GK;
+    const float* to_end = w.to_end + sh * kChunk * GK;
+    float* s_dqt = w.scratch + (sh * kScratch + 0) * kChunk * K;   // dQ̃, then dbk_A
+    float* s_dkt = w.scratch + (sh * kScratch + 1) * kChunk * K;   // dK̃, then dk_A
+    float* s_dW = w.scratch + (sh * kScratch + 2) * kChunk * K;
+    float* s_drt = w.scratch + (sh * kScratch + 3) * kChunk * K;
+    float* s_dq = w.scratch + (sh * kScratch + 4) * kChunk * K;
+    float* s_dk = w.scratch + (sh * kScratch + 5) * kChunk * K;
+    float* s_xa = w.scratch + (sh * kScratch + 6) * kChunk * K;    // anchored x (per-channel gate), then R̃
+    float* s_ea = w.scratch + (sh * kScratch + 7) * kChunk * K;    // anchor factors (per-channel gate)
+    // Tᵀ dΔ for dβ, in U's slot: the backward never reads U (only the forward's scan does).
+    float* s_dvt = w.U + sh * kChunk * V;
+    const float* S0 = w.states + sh * K * V;
+    const float* dS = w.dstates + sh * K * V;
+    const float* D = w.delta + sh * kChunk * V;
+    const float* dD = w.ddelta + sh * kChunk * V;
+    const TI* dO = static_cast<const TI*>(a.d_o);
+    const TI* v = static_cast<const TI*>(a.fwd.v);
+    const TI* beta = static_cast<const TI*>(a.fwd.beta);
+    auto beta_at = [&](int t) { return DELTA ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f; };
+    auto dO_at = [&](int t, int j) { return t < L ? to_float(dO[(size_t(c.row0 + t) * d.HV + hv) * V + j]) : 0.0f; };
+    auto v_at = [&](int t, int j) { return to_float(v[(size_t(c.row0 + t) * d.HV + hv) * V + j]); };
+    // Δ and dΔ exist (are written by the scans) only for rows < L.
+    auto D_at = [&](int t, int j) { return t < L ? D[t * V + j] : 0.0f; };
+    auto dD_at = [&](int t, int j) { return t < L ? dD[t * V + j] : 0.0f; };
+    auto gm = [&](int t, int i) { return gamma_at<GATE>(gam, t, i, K); };
+    auto kdecay = [&](int t, int i) { return GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f; };
+
+    load_tile(static_cast<const TI*>(a.fwd.q), c.row0, L, d.H, h, K, q_s);
+    load_tile(static_cast<const TI*>(a.fwd.k), c.row0, L, d.H, h, K, k_s);
+    load_gate<GATE>(a.fwd.g, c, d.HV, hv, K, g_s);
+    for (int e = tid; e < kChunk * GK; e += nt) dgam_s[e] = 0.0f;
+    for (int i = tid; i < GK; i += nt) dend_s[i] = 0.0f;
+    if (DELTA)
+        for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = w.Tm[sh * kChunk * kChunk + e];
+    __syncthreads();
+    if (DELTA)
+        for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? beta_at(e / K) * k_s[e] : 0.0f;
+
+    // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ, and
+    // dP = scale·tril(dO Δᵀ).
+    block_mma<4, EX, false>(
+        kChunk, K, V, dO_at, [&](int j, int i) { return S0[i * V + j]; },
+        [&](int t, int i, float acc) { s_dqt[t * K + i] = scale * acc; });
+    block_mma<4, false, false>(
+        kChunk, K, V, D_at, [&](int j, int i) { return dS[i * V + j]; },
+        [&](int t, int i, float acc) { s_dkt[t * K + i] = acc; });
+    if (DELTA)
+        block_mma<4, false, false>(
+            kChunk, K, V, dD_at, [&](int j, int i) { return S0[i * V + j]; },
+            [&](int t, int i, float acc) { s_dW[t * K + i] = -acc; });
+    block_mma<4, EX, false>(
+        kChunk, kChunk, V, dO_at, [&](int j, int s) { return D_at(s, j); },
+        [&](int t, int s, float acc) { dM_s[t * kChunk + s] = t < L && s <= t ? scale * acc : 0.0f; });
+    __syncthreads();
+    // Through tril(P) and through Q ⊙ e^γ, K ⊙ e^{γ_C − γ}, Λ_C S₀.
+    if (GATE == 1) scalar_gate_factors(g_s, L, F_s);
+    if constexpr (GATE == 2)
+        gated_scores_backward<GATE>(dM_s, q_s, k_s, g_s, F_s, L, K, false, s_dq, s_dk, dgam_s, s_xa, s_ea);
+    else
+        gated_scores_backward_tc<GATE, EX, EX>(dM_s, q_s, k_s, F_s, L, K, false, s_dq, s_dk, dgam_s);
+    for (int e = tid; e < L * K; e += nt) {
+        const int t = e / K, i = e % K;
+        s_dq[e] += expf(gm(t, i)) * s_dqt[e];
+        s_dk[e] += kdecay(t, i) * s_dkt[e];
+    }
+    if (GATE != 0) {
+        // dγ_t += q̃_t ⊙ dq̃_t − k̃_t ⊙ dk̃_t, dγ_C += Σ_t k̃_t ⊙ dk̃_t + e^{γ_C} Σ_v dS ⊙ S₀; per
+        // channel one term at a time, as the CPU adds them.
+        for (int e = tid; e < L * GK; e += nt) {
+            const int t = e / GK, i0 = e % GK;
+            if (GATE == 2) {
+                dgam_s[e] += q_s[e] * expf(gm(t, i0)) * s_dqt[e];
+                dgam_s[e] -= k_s[e] * kdecay(t, i0) * s_dkt[e];
+            } else {
+                const float et = expf(gm(t, 0)), kd = kdecay(t, 0);
+                float acc = 0.0f;
+                for (int i = 0; i < K; ++i) {
+                    const float qt = q_s[t * K + i] * et;
+                    const float kt = k_s[t * K + i] * kd;
+                    acc += qt * s_dqt[t * K + i] - kt * s_dkt[t * K + i];
+                }
+                dgam_s[e] += acc;
+            }
+        }
+        // The term of channel i, one thread each, into dT_s (free until dT); a scalar gate then
+        // sums them over i in increasing order, as version 1's single thread did.
+        for (int i = tid; i < K; i += nt) {
+            float kk = 0.0f, ss = 0.0f;
+            for (int t = 0; t < L; ++t) kk += k_s[t * K + i] * kdecay(t, i) * s_dkt[t * K + i];
+            for (int j = 0; j < V; ++j) ss += dS[i * V + j] * S0[i * V + j];
+            dT_s[i] = kk + expf(gm(L - 1, i)) * ss;
+        }
+        __syncthreads();
+        if (GATE == 2) {
+            for (int i = tid; i < K; i += nt) dend_s[i] += dT_s[i];
+        } else if (tid == 0) {
+            float acc = 0.0f;
+            for (int i = 0; i < K; ++i) acc += dT_s[i];
+            dend_s[0] += acc;
+        }
+    }
+    __syncthreads();
+
+    TI* dv = static_cast<TI*>(a.dv);
+    if (DELTA) {
+        // R̃ = e^γ ⊙ β ⊙ K into s_xa (free between the two score gradients).
+        for (int e = tid; e < kChunk * K; e += nt) s_xa[e] = e / K < L ? expf(gm(e / K, e % K)) * bk_s[e] : 0.0f;
+        __syncthreads();
+        // dT = dΔ Ṽᵀ + dW R̃ᵀ with Ṽ = β ⊙ V: the first product over raw V, β applied after it.
+        block_mma<4, false, EX>(
+            kChunk, kChunk, V, dD_at, [&](int j, int s) { return s < L ? v_at(s, j) : 0.0f; },
+            [&](int t, int s, float acc) { dT_s[t * kChunk + s] = t < L && s < L ? beta_at(s) * acc : 0.0f; });
+        __syncthreads();
+        block_mma<4, false, false>(
+            kChunk, kChunk, K, [&](int t, int i) { return t < L ? s_dW[t * K + i] : 0.0f; },
+            [&](int i, int s) { return s_xa[s * K + i]; },
+            [&](int t, int s, float acc) {
+                if (t < L && s < L) dT_s[t * kChunk + s] += acc;
+            });
+        // dR̃ = Tᵀ dW and Tᵀ dΔ (dv = β ⊙ Tᵀ dΔ), both on T's lower triangle.
+        auto Tt_at = [&](int t, int s) { return t < L && s >= t && s < L ? T_s[s * kChunk + t] : 0.0f; };
+        block_mma<4, false, false>(
+            kChunk, K, kChunk, Tt_at, [&](int s, int i) { return s_dW[s * K + i]; },
+            [&](int t, int i, float acc) { s_drt[t * K + i] = acc; });
+        block_mma<4, false, false>(
+            L, V, kChunk, Tt_at, dD_at, [&](int t, int j, float acc) {
+                s_dvt[t * V + j] = acc;
+                dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(beta_at(t) * acc);
+            });
+        __syncthreads();
+        // dA = −Tᵀ dT Tᵀ on the strictly lower triangle: X = dT Tᵀ, then −Tᵀ X.
+        block_mma<4, false, false>(
+            kChunk, kChunk, kChunk, [&](int r, int b) { return dT_s[r * kChunk + b]; },
+            [&](int b, int j) { return b <= j ? T_s[j * kChunk + b] : 0.0f; },
+            [&](int r, int j, float acc) { dM_s[r * kChunk + j] = acc; });
+        __syncthreads();
+        block_mma<4, false, false>(
+            kChunk, kChunk, kChunk, Tt_at, [&](int r, int j) { return dM_s[r * kChunk + j]; },
+            [&](int t, int j, float acc) { dT_s[t * kChunk + j] = j < t && t < L ? -acc : 0.0f; });
+        __syncthreads();
+        // Through A (rows b ⊙ k): dbk_A into s_dqt, dk_A into s_dkt.
+        if constexpr (GATE == 2)
+            gated_scores_backward<GATE>(dT_s, bk_s, k_s, g_s, F_s, L, K, true, s_dqt, s_dkt, dgam_s, s_xa, s_ea);
+        else
+            gated_scores_backward_tc<GATE, false, EX>(dT_s, bk_s, k_s, F_s, L, K, true, s_dqt, s_dkt, dgam_s);
+        for (int e = tid; e < L * K; e += nt) {
+            const int t = e / K, i = e % K;
+            const float et = expf(gm(t, i));
+            const float dbk = s_dqt[e] + et * s_drt[e];
+            s_dqt[e] = dbk;
+            s_dk[e] += s_dkt[e];
+            s_dk[e] += beta_at(t) * dbk;
+        }
+        if (GATE != 0)
+            for (int e = tid; e < L * GK; e += nt) {
+                const int t = e / GK, i0 = e % GK;
+                float acc = 0.0f;
+                for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
+                    acc += expf(gm(t, i)) * bk_s[t * K + i] * s_drt[t * K + i];
+                dgam_s[e] += acc;
+            }
+        __syncthreads();
+        // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
+        TI* dbeta = static_cast<TI*>(a.dbeta);
+        for (int t = tid; t < L; t += nt) {
+            float acc = 0.0f;
+            for (int j = 0; j < V; ++j) acc += v_at(t, j) * s_dvt[t * V + j];
+            for (int i = 0; i < K; ++i) acc += k_s[t * K + i] * s_dqt[t * K + i];
+            dbeta[size_t(c.row0 + t) * d.HV + hv] = from_float<TI>(acc);
+        }
+    } else {
+        for (int e = tid; e < L * V; e += nt) {
+            const int t = e / V, j = e % V;
+            dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(dD[t * V + j]);
+        }
+    }
+    __syncthreads();
+
+    // g enters only through γ: dg is the reverse cumulative sum of dγ within the chunk.
+    if (GATE != 0) {
+        for (int i = tid; i < GK; i += nt) {
+            float run = dend_s[i];
+            for (int t = L - 1; t >= 0; --t) {
+                run += dgam_s[t * GK + i];
+                a.dg[(size_t(c.row0 + t) * d.HV + hv) * GK + i] = run;
+            }
+        }
+    }
+    for (int e = tid; e < L * K; e += nt) {
+        const int t = e / K, i = e % K;
+        w.dq_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = s_dq[e];
+        w.dk_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = s_dk[e];
+    }
+}
+
+}  // namespace kcv::gdn::cuda

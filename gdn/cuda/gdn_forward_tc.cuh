@@ -1,0 +1,213 @@
+// Chunked forward of the gated linear recurrence on sm_90a, version 2: the chunk-parallel
+// kernels of version 1 (gdn_forward.cuh) with their matrix products on tensor cores.
+//
+// Build (through gdn_api.cu, which holds the launches):
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c gdn/cuda/gdn_api.cu
+//
+// Same algebra, workspace and outputs as version 1, which stays the reference beside it (and the
+// path of float32 inputs). Moved to tensor cores (gdn_mma.cuh: mma.sync m16n8k8 TF32, float32
+// operands split 3xTF32, raw 16-bit inputs used as exact single TF32 operands):
+//   prepare_chunks_tc: the score matrices Q Kᵀ and (β ⊙ K) Kᵀ (for a per-channel gate only
+//     their cross-sub-chunk blocks), W = T Λ(β ⊙ K) and U = (T Diag(β)) V;
+//   chunk_output_tc: O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] as one product over the K + C
+//     concatenated columns.
+//   state_scan_tc: Δ = U − W S and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ per chunk step.
+// Still scalar: T = (I + A)⁻¹ (forward substitution, 64 dependent steps), the exponents (range
+// sums with Kahan's compensation) and the per-channel diagonal score blocks. Operands are read from shared or global memory element by element (no ldmatrix,
+// TMA or wgmma yet). Limits as version 1: K, V <= 128.
+#pragma once
+
+#include "gdn_forward.cuh"
+#include "gdn_mma.cuh"
+
+namespace kcv::gdn::cuda {
+
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspace w, ForwardArgs a) {
+    ChunkPos c;
+    if (!locate_chunk(d, blockIdx.x, c)) return;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int GK = GATE == 2 ? K : 1, L = c.L;
+    constexpr bool EX = exact_in_tf32<TI>;
+    float* const smem = shared_floats();
+    float* q_s = smem;                        // C×K: Q, then β ⊙ K (delta)
+    float* k_s = q_s + kChunk * K;            // C×K
+    float* g_s = k_s + kChunk * K;            // C×GK log decays
+    float* gam_s = g_s + kChunk * GK;         // C×GK
+    float* xa_s = gam_s + kChunk * GK;        // C×K: anchored x (per-channel gate), then Λ(β ⊙ K)
+    float* ka_s = xa_s + kChunk * K;          // C×K: anchored k (per-channel gate), then β
+    float* A_s = ka_s + kChunk * K;           // C×C
+    float* T_s = A_s + kChunk * kChunk;       // C×C
+    const size_t sh = size_t(c.slot) * d.HV + hv;
+
+    load_tile(static_cast<const TI*>(a.q), c.row0, L, d.H, h, K, q_s);
+    load_tile(static_cast<const TI*>(a.k), c.row0, L, d.H, h, K, k_s);
+    load_gate<GATE>(a.g, c, d.HV, hv, K, g_s);
+    if (GATE != 0) {
+        for (int i = tid; i < GK; i += nt) {
+            KahanSum run;
+            for (int t = 0; t < kChunk; ++t) {
+                if (t < L) run.add(g_s[t * GK + i]);
+                gam_s[t * GK + i] = t < L ? run.sum : 0.0f;
+            }
+        }
+        for (int e = tid; e < kChunk * GK; e += nt) {
+            const int t = e / GK, i = e % GK;
+            w.to_end[sh * kChunk * GK + e] = t < L ? expf(log_decay_between(g_s, GK, t, L - 1, i)) : 0.0f;
+        }
+        __syncthreads();
+        for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
+    }
+    gated_scores_tc<GATE, EX, EX>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s);
+    if (!DELTA) return;
+
+    const TI* beta = static_cast<const TI*>(a.beta);
+    auto beta_at = [&](int t) { return to_float(beta[size_t(c.row0 + t) * d.HV + hv]); };
+    float* bk_s = q_s;
+    for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? beta_at(e / K) * k_s[e] : 0.0f;
+    __syncthreads();
+    gated_scores_tc<GATE, false, EX>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s);
+    // T = (I + A)⁻¹ by forward substitution, as version 1.
+    for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = 0.0f;
+    __syncthreads();
+    for (int t = 0; t < L; ++t) {
+        for (int col = tid; col <= t; col += nt) {
+            float acc = 0.0f;
+            for (int j = col; j < t; ++j) acc += A_s[t * kChunk + j] * T_s[j * kChunk + col];
+            T_s[t * kChunk + col] = col == t ? 1.0f : -acc;
+        }
+        __syncthreads();
+    }
+    for (int e = tid; e < kChunk * kChunk; e += nt) w.Tm[sh * kChunk * kChunk + e] = T_s[e];
+    // The right operands: Λ(β ⊙ K) (zero past L, where β ⊙ K is) and β.
+    float* r_s = xa_s;
+    float* b_s = ka_s;
+    for (int e = tid; e < kChunk * K; e += nt) r_s[e] = expf(gamma_at<GATE>(gam_s, e / K, e % K, K)) * bk_s[e];
+    for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? beta_at(t) : 0.0f;
+    __syncthreads();
+    // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
+    auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };
+    block_mma<4, false, false>(
+        kChunk, K, kChunk, T_at, [&](int j, int i) { return r_s[j * K + i]; },
+        [&](int t, int i, float acc) { w.W[sh * kChunk * K + t * K + i] = acc; });
+    const TI* v = static_cast<const TI*>(a.v);
+    block_mma<4, false, EX>(
+        kChunk, V, kChunk, [&](int t, int s) { return T_at(t, s) * b_s[s]; },
+        [&](int s, int j) { return s < L ? to_float(v[(size_t(c.row0 + s) * d.HV + hv) * V + j]) : 0.0f; },
+        [&](int t, int j, float acc) { w.U[sh * kChunk * V + t * V + j] = acc; });
+}
+
+// The state scan of version 1 with both products of a chunk step on tensor cores:
+// Δ = U − W S (16-column slice) and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ, the decay of the carried
+// state applied by halves as there. Tiles are padded (row strides K + 4, K + 8, 24) so that the
+// fragment loads of each product fall into distinct shared-memory banks.
+constexpr int kScanLd = 24;
+
+template <int GATE, bool DELTA, class TI>
+__global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+    const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    const int ldw = K + 4, ldk = K + 8;
+    float* const smem = shared_floats();
+    float* S_s = smem;                       // K×16, stride kScanLd
+    float* W_s = S_s + K * kScanLd;          // C×K, stride K + 4
+    float* kt_s = W_s + kChunk * ldw;        // C×K, stride K + 8
+    float* D_s = kt_s + kChunk * ldk;        // C×16, stride kScanLd
+    float* dec_s = D_s + kChunk * kScanLd;   // K: e^{γ_C / 2}
+    int row0, length, first_slot, chunks;
+    sequence_extent(d, n, row0, length, first_slot, chunks);
+
+    for (int e = tid; e < K * kScanCols; e += nt) {
+        const int i = e / kScanCols, col = e % kScanCols;
+        S_s[i * kScanLd + col] = (a.h0 && col < VS) ? a.h0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
+    }
+    __syncthreads();
+    const TI* k = static_cast<const TI*>(a.k);
+    const TI* v = static_cast<const TI*>(a.v);
+    for (int jc = 0; jc < chunks; ++jc) {
+        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
+        const size_t sh = size_t(slot) * d.HV + hv;
+        const float* gam = w.gamma + sh * kChunk * GK;
+        const float* to_end = w.to_end + sh * kChunk * GK;
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            w.states[(sh * K + i) * V + v0 + col] = S_s[i * kScanLd + col];
+        }
+        for (int e = tid; e < kChunk * K; e += nt) {
+            const int t = e / K, i = e % K;
+            kt_s[t * ldk + i] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) *
+                                            (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f)
+                                      : 0.0f;
+            if (DELTA) W_s[t * ldw + i] = w.W[sh * kChunk * K + e];
+        }
+        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        __syncthreads();
+        // Δ = U − W S (delta members) or V.
+        if (DELTA) {
+            block_mma<1, false, false>(
+                L, VS, K, [&](int t, int i) { return W_s[t * ldw + i]; },
+                [&](int i, int col) { return S_s[i * kScanLd + col]; },
+                [&](int t, int col, float acc) {
+                    const float out = w.U[(sh * kChunk + t) * V + v0 + col] - acc;
+                    D_s[t * kScanLd + col] = out;
+                    w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+                });
+        } else {
+            for (int e = tid; e < L * VS; e += nt) {
+                const int t = e / VS, col = e % VS;
+                const float out = to_float(v[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]);
+                D_s[t * kScanLd + col] = out;
+                w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+            }
+        }
+        __syncthreads();
+        block_mma<1, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>>(
+            K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
+            [&](int t, int col) { return D_s[t * kScanLd + col]; },
+            [&](int i, int col, float acc) {
+                S_s[i * kScanLd + col] = decayed(S_s[i * kScanLd + col], dec_s[i]) + acc;
+            });
+        __syncthreads();
+    }
+    if (a.ht)
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            a.ht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = S_s[i * kScanLd + col];
+        }
+}
+
+inline size_t scan_tc_smem_bytes(int K) {
+    return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (2 * K + 12) + kChunk * kScanLd + K);
+}
+
+template <int GATE, class TI>
+__global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims d, Workspace w, ForwardArgs a) {
+    ChunkPos c;
+    if (!locate_chunk(d, blockIdx.x, c)) return;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int GK = GATE == 2 ? K : 1, L = c.L;
+    float* const smem = shared_floats();
+    float* qt_s = smem;                  // C×K: Q ⊙ e^γ
+    float* P_s = qt_s + kChunk * K;      // C×C
+    const size_t sh = size_t(c.slot) * d.HV + hv;
+    const float* gam = w.gamma + sh * kChunk * GK;
+    const TI* q = static_cast<const TI*>(a.q);
+    for (int e = tid; e < kChunk * K; e += nt) {
+        const int t = e / K, i = e % K;
+        qt_s[e] = t < L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * expf(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
+    }
+    for (int e = tid; e < kChunk * kChunk; e += nt) P_s[e] = w.P[sh * kChunk * kChunk + e];
+    __syncthreads();
+    const float* S0 = w.states + sh * K * V;
+    const float* D = w.delta + sh * kChunk * V;
+    TI* o = static_cast<TI*>(a.o);
+    // Columns x < K of the left operand are Q ⊙ e^γ against rows of S₀; columns K + s are
+    // tril(P) against the rows of Δ (written by the scan only for s < L).
+    block_mma<4, false, false>(
+        L, V, K + kChunk, [&](int t, int x) { return x < K ? qt_s[t * K + x] : P_s[t * kChunk + x - K]; },
+        [&](int x, int j) { return x < K ? S0[x * V + j] : (x - K < L ? D[(x - K) * V + j] : 0.0f); },
+        [&](int t, int j, float acc) { o[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(d.scale * acc); });
+}
+
+}  // namespace kcv::gdn::cuda
