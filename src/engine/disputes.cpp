@@ -116,7 +116,14 @@ std::string slug(const std::string& s, size_t max) {
                         c == '_' || c == '.';
         o += ok ? c : '_';
     }
-    if (o.size() > max) o = o.substr(o.size() - max);
+    // Too long: keep the end, where ids differ, from a word's start on ("runs_level1_...", not
+    // "riton_runs_level1_...").
+    if (o.size() > max) {
+        const bool at_word = o[o.size() - max - 1] == '_';
+        o = o.substr(o.size() - max);
+        const size_t cut = at_word ? std::string::npos : o.find('_');
+        if (cut != std::string::npos && cut + 1 < o.size()) o = o.substr(cut + 1);
+    }
     while (!o.empty() && o.front() == '.') o.erase(o.begin());
     return o.empty() ? "x" : o;
 }
