@@ -50,6 +50,26 @@ STRICT_FLAGS = {
 }
 
 
+# PyTorch's own defaults (2.x), under which KernelBench's eval.py runs, since it sets none of
+# them: cuDNN convolutions in TF32 on Ampere and later, matmuls not; reduced-precision reductions
+# allowed for fp16 and bf16 matmuls.
+PYTORCH_DEFAULT_FLAGS = {
+    "matmul.allow_tf32": False,
+    "cudnn.allow_tf32": True,
+    "matmul.allow_fp16_reduced_precision_reduction": True,
+    "matmul.allow_bf16_reduced_precision_reduction": True,
+    "float32_matmul_precision": "highest",
+}
+
+
+def standard_check_flags(candidate_flags: dict) -> dict:
+    """The flags KernelBench's check runs a candidate under: PyTorch's defaults, with whatever
+    the candidate's module changed when it loaded (``candidate_flags`` were read after loading
+    it under :data:`STRICT_FLAGS`)."""
+    changed = {k: v for k, v in candidate_flags.items() if v != STRICT_FLAGS[k]}
+    return {**PYTORCH_DEFAULT_FLAGS, **changed}
+
+
 def precision_flags() -> dict:
     """PyTorch's global precision flags, by name."""
     return _flags()

@@ -325,7 +325,7 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
     from . import _core
     from .executor import Executor
     from .kernelbench import LoadError, open_session, standard_check
-    from .reference import STRICT_FLAGS, precision_flags, set_precision_flags
+    from .reference import STRICT_FLAGS, precision_flags, set_precision_flags, standard_check_flags
     from .task import describe
 
     # The imports (torch, the allocator) are kcv's fixed cost per candidate; what follows is the
@@ -356,7 +356,12 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
     if part in ("all", "standard") and _probe_override(settings) is None:
         events.stage("standard_check")
         began = time.perf_counter()
-        record["standard_check"] = {**standard_check_sharing_device(session, standard_check), "compiled": True}
+        # As in KernelBench: PyTorch's default flags (cuDNN in TF32 on a GPU) and the candidate's own.
+        set_precision_flags(standard_check_flags(candidate_flags))
+        try:
+            record["standard_check"] = {**standard_check_sharing_device(session, standard_check), "compiled": True}
+        finally:
+            set_precision_flags(candidate_flags)
         timing.stage("standard_check_s", began)
         if part == "standard":
             return timing.end(record)

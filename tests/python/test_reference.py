@@ -107,3 +107,26 @@ def test_control_runs_in_float32_with_modes_off():
     (y,) = run_control(Spy(), [torch.ones(2)])
     assert y.dtype == torch.float32 and seen["modes"] == []
     assert precision_flags()["float32_matmul_precision"] == "medium"
+
+
+def test_pytorch_default_flags_are_a_fresh_interpreters():
+    # The standard check reproduces KernelBench's environment, which is PyTorch's untouched one.
+    import json
+    import subprocess
+    import sys
+
+    from kcv.reference import PYTORCH_DEFAULT_FLAGS
+
+    fresh = subprocess.run([sys.executable, "-c", "import json; from kcv.reference import precision_flags; "
+                            "print(json.dumps(precision_flags()))"], capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(fresh.stdout) == PYTORCH_DEFAULT_FLAGS
+
+
+def test_standard_check_flags_keep_what_the_candidate_changed():
+    from kcv.reference import PYTORCH_DEFAULT_FLAGS, STRICT_FLAGS, standard_check_flags
+
+    assert standard_check_flags(dict(STRICT_FLAGS)) == PYTORCH_DEFAULT_FLAGS
+    changed = {**STRICT_FLAGS, "matmul.allow_tf32": True, "float32_matmul_precision": "high"}
+    assert standard_check_flags(changed) == {**PYTORCH_DEFAULT_FLAGS, "matmul.allow_tf32": True,
+                                             "float32_matmul_precision": "high"}

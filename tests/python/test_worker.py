@@ -75,3 +75,11 @@ def test_protocol_on_stdin_and_stdout():
     (gate,) = [e["result"] for e in events if e["event"] == "gate"]
     assert gate["id"] == "EXC-01" and gate["verdict"] == "fail" and "nan-swallowed" in gate["signature"]
     assert events[-1]["record"]["standard_check"]["tol_1e-4"] is True
+
+
+def test_the_standard_check_runs_under_pytorchs_default_flags_and_the_gates_do_not():
+    # KernelBench's eval.py sets no precision flag, so its check runs under PyTorch's defaults
+    # (cuDNN in TF32); the gates judge under kcv's strict flags plus what the candidate set.
+    r = kcv.verify(problem("relu"), candidate("relu_flag_dependent"), quick=True, gates=["ORD-01"])
+    assert r.standard_check["tol_1e-2"] is True, r.standard_check
+    assert r.verdict("ORD-01") == "fail", r.gates["ORD-01"]
