@@ -47,19 +47,24 @@ std::optional<bool> label(const nlohmann::json& r) {
     return std::nullopt;
 }
 
+// An error message's first line, at most 200 bytes.
+std::string first_line(std::string msg) {
+    if (const auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
+    if (msg.size() > 200) msg = msg.substr(0, 200) + "…";
+    return msg;
+}
+
 // Why kcv's run of the standard check came out otherwise than the shipped label, from what the
 // record holds: the candidate did not load here, or how many trials passed and by how much.
 std::string disagreement_reason(const nlohmann::json& j, bool label) {
     const auto& sc = j["standard_check"];
     if (j.contains("error") && j["error"].is_object()) {
-        std::string msg = j["error"].value("message", "");
-        if (const auto nl = msg.find('\n'); nl != std::string::npos) msg = msg.substr(0, nl);
-        if (msg.size() > 200) msg = msg.substr(0, 200) + "…";
-        return "did not load here (" + j["error"].value("code", "error") + "): " + msg;
+        return "did not load here (" + j["error"].value("code", "error") + "): " +
+               first_line(j["error"].value("message", ""));
     }
     std::ostringstream os;
     if (sc.contains("error") && sc["error"].is_string() && !sc["error"].get<std::string>().empty()) {
-        os << "the standard check raised here: " << sc["error"].get<std::string>();
+        os << "the standard check raised here: " << first_line(sc["error"].get<std::string>());
         return os.str();
     }
     os << (label ? "labelled correct, but " : "labelled incorrect, but ") << sc.value("passed_1e-2", 0) << " of "

@@ -309,13 +309,19 @@ TEST(Journal, ParityCountsCandidatesThatDoNotLoadAndSaysWhyItDisagrees) {
          {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"passed_1e-2", 3}, {"trials", 5},
                              {"max_abs_diff", 0.5}}},
          {"label", {{"correctness", true}}}},
+        // Loaded, labelled correct, the check raised a long error: its first line, shortened.
+        {{"corpus_id", "d"}, {"gates", gates()},
+         {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"error", std::string(300, 'x') + "\nmore"}}},
+         {"label", {{"correctness", true}}}},
     };
     const nlohmann::json s = aggregate(records);
     EXPECT_EQ(s["errors"], 2);
-    EXPECT_EQ(s["judged"], 1);
-    EXPECT_EQ(s["parity"]["compared"], 3);
+    EXPECT_EQ(s["judged"], 2);
+    EXPECT_EQ(s["parity"]["compared"], 4);
     EXPECT_EQ(s["parity"]["agree"], 1);
-    ASSERT_EQ(s["parity"]["disagreements"].size(), 2u);
+    ASSERT_EQ(s["parity"]["disagreements"].size(), 3u);
+    EXPECT_EQ(s["parity"]["disagreements"][2]["reason"],
+              "the standard check raised here: " + std::string(200, 'x') + "…");
     EXPECT_EQ(s["parity"]["disagreements"][0]["id"], "b");
     EXPECT_EQ(s["parity"]["disagreements"][0]["reason"], "did not load here (load-failed): no nvcc");
     EXPECT_EQ(s["parity"]["disagreements"][1]["reason"],
