@@ -41,7 +41,7 @@ inline constexpr std::string_view kExternalOraclePrefix = "external:";
 inline bool is_external_oracle(std::string_view name) { return name.starts_with(kExternalOraclePrefix); }
 
 // The runner of an external oracle, lent by the caller that has one (the Python bridge runs a
-// KernelBench Model in float64): given a probe's sizes (the dims it overrides) and inputs in
+// KernelBench Model in float64): given a probe's sizes (its dims) and inputs in
 // their own dtypes, it returns y* in float64, one tensor per output. A gate that needs the
 // reference on inputs of its own making (EXC-02's flushed subnormals, PRC-03's rounded
 // operands) reaches it through run_oracle. Installed on the calling thread for the length of a
