@@ -50,33 +50,25 @@ __global__ void __launch_bounds__(kThreads) reverse_scan(Dims d, Workspace w, Ba
     float* dD_s = dO_s + kChunk * kScanCols;    // C×16
     float* TdD_s = dD_s + kChunk * kScanCols;   // C×16 Tᵀ dΔ (delta)
     float* dec_s = TdD_s + kChunk * kScanCols;  // K    e^{γ_C / 2}
-    int row0, length, first_slot, chunks;
-    sequence_extent(d, n, row0, length, first_slot, chunks);
-
-    for (int e = tid; e < K * kScanCols; e += nt) {
-        const int i = e / kScanCols, col = e % kScanCols;
-        dS_s[e] = (a.dht && col < VS) ? a.dht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
-    }
-    __syncthreads();
+    const SequenceExtent seq = sequence_extent(d, n);
+    const StateSlice dS{dS_s, kScanCols, K, V, v0, VS, d.HV, hv};
+    dS.load(a.dht, n);
     const TI* q = static_cast<const TI*>(a.fwd.q);
     const TI* k = static_cast<const TI*>(a.fwd.k);
     const TI* beta = static_cast<const TI*>(a.fwd.beta);
     const TI* dO = static_cast<const TI*>(a.d_o);
-    for (int jc = chunks - 1; jc >= 0; --jc) {
-        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
-        const size_t sh = size_t(slot) * d.HV + hv;
-        const float* gam = w.gamma + sh * kChunk * GK;
-        const float* to_end = w.to_end + sh * kChunk * GK;
-        for (int e = tid; e < K * VS; e += nt) {
-            const int i = e / VS, col = e % VS;
-            w.dstates[(sh * K + i) * V + v0 + col] = dS_s[i * kScanCols + col];
-        }
+    for (int jc = seq.chunks - 1; jc >= 0; --jc) {
+        const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
+        const int r0 = st.r0, L = st.L;
+        const size_t sh = st.sh;
+        const float* gam = st.gam;
+        dS.store(w.dstates, st.slot);
         for (int e = tid; e < kChunk * K; e += nt) {
             const int t = e / K, i = e % K;
             const bool in = t < L;
             const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
             const float kv = in ? to_float(k[at]) : 0.0f;
-            kt_s[e] = in ? kv * (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f) : 0.0f;
+            kt_s[e] = in ? kv * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
             q_s[e] = in ? to_float(q[at]) : 0.0f;
             if (DELTA) bk_s[e] = in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
         }
@@ -90,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) reverse_scan(Dims d, Workspace w, Ba
             const int t = e / kScanCols, col = e % kScanCols;
             dO_s[e] = (t < L && col < VS) ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
         }
-        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        half_chunk_decay<GATE>(st, K, dec_s);
         __syncthreads();
         // dΔ = (K ⊙ e^{γ_C−γ}) dS + scale·tril(P)ᵀ dO
         for (int e = tid; e < L * VS; e += nt) {
@@ -129,11 +121,7 @@ __global__ void __launch_bounds__(kThreads) reverse_scan(Dims d, Workspace w, Ba
         }
         __syncthreads();
     }
-    if (a.dh0)
-        for (int e = tid; e < K * VS; e += nt) {
-            const int i = e / VS, col = e % VS;
-            a.dh0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = dS_s[i * kScanCols + col];
-        }
+    if (a.dh0) dS.store(a.dh0, n);
 }
 
 inline size_t reverse_scan_smem_bytes(int K, int gate) {
@@ -142,58 +130,173 @@ inline size_t reverse_scan_smem_bytes(int K, int gate) {
                             2 * kChunk * kChunk + 3 * kChunk * kScanCols + K);
 }
 
+// chunk_grad's tiles, one layout for both versions (grad_smem_bytes): shared memory, then the
+// chunk's γ, e^{γ_C − γ}, workspace scratch, states, Δ and dΔ.
+struct GradTiles {
+    float* q_s;      // C×K
+    float* k_s;      // C×K
+    float* bk_s;     // C×K  β ⊙ K (delta)
+    float* g_s;      // C×GK log decays
+    float* dgam_s;   // C×GK
+    float* dend_s;   // GK: gradient of γ_C
+    float* T_s;      // C×C
+    float* dM_s;     // C×C  dP, then dT Tᵀ
+    float* dT_s;     // C×C  dT, then dA (version 2: first the per-channel terms of dγ_C)
+    float* F_s;      // C×C  e^{γ_t − γ_j} (scalar gate only)
+    const float* gam;
+    const float* to_end;
+    float* s_dqt;    // dQ̃, then dbk_A
+    float* s_dkt;    // dK̃, then dk_A
+    float* s_dW;
+    float* s_drt;
+    float* s_dq;
+    float* s_dk;
+    float* s_xa;     // anchored x (per-channel gate); version 2: then R̃
+    float* s_ea;     // anchor factors (per-channel gate)
+    const float* S0;
+    const float* dS;
+    const float* D;
+    const float* dD;
+};
+
+template <int GATE>
+__device__ __forceinline__ GradTiles grad_tiles(const Workspace& w, size_t sh, int K, int V) {
+    const int GK = GATE == 2 ? K : 1;
+    GradTiles G;
+    G.q_s = shared_floats();
+    G.k_s = G.q_s + kChunk * K;
+    G.bk_s = G.k_s + kChunk * K;
+    G.g_s = G.bk_s + kChunk * K;
+    G.dgam_s = G.g_s + kChunk * GK;
+    G.dend_s = G.dgam_s + kChunk * GK;
+    G.T_s = G.dend_s + GK;
+    G.dM_s = G.T_s + kChunk * kChunk;
+    G.dT_s = G.dM_s + kChunk * kChunk;
+    G.F_s = G.dT_s + kChunk * kChunk;
+    G.gam = w.gamma + sh * kChunk * GK;
+    G.to_end = w.to_end + sh * kChunk * GK;
+    G.s_dqt = w.scratch + (sh * kScratch + 0) * kChunk * K;
+    G.s_dkt = w.scratch + (sh * kScratch + 1) * kChunk * K;
+    G.s_dW = w.scratch + (sh * kScratch + 2) * kChunk * K;
+    G.s_drt = w.scratch + (sh * kScratch + 3) * kChunk * K;
+    G.s_dq = w.scratch + (sh * kScratch + 4) * kChunk * K;
+    G.s_dk = w.scratch + (sh * kScratch + 5) * kChunk * K;
+    G.s_xa = w.scratch + (sh * kScratch + 6) * kChunk * K;
+    G.s_ea = w.scratch + (sh * kScratch + 7) * kChunk * K;
+    G.S0 = w.states + sh * K * V;
+    G.dS = w.dstates + sh * K * V;
+    G.D = w.delta + sh * kChunk * V;
+    G.dD = w.ddelta + sh * kChunk * V;
+    return G;
+}
+
+// β of token t of the chunk (value head hv).
+template <class TI>
+__device__ __forceinline__ float beta_of(const Dims& d, const BackwardArgs& a, const ChunkPos& c, int hv, int t) {
+    return to_float(static_cast<const TI*>(a.fwd.beta)[size_t(c.row0 + t) * d.HV + hv]);
+}
+
+// chunk_grad's inputs: Q, K and the log decays, zeroed dγ and dγ_C, T (delta), then β ⊙ K
+// (delta, after the barrier).
+template <int GATE, bool DELTA, class TI>
+__device__ __forceinline__ void load_grad_inputs(const Dims& d, const Workspace& w, const BackwardArgs& a,
+                                                 ChunkPos c, GradTiles G) {
+    const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, h = hv / d.group, K = d.K, L = c.L;
+    const int GK = GATE == 2 ? K : 1;
+    const size_t sh = size_t(c.slot) * d.HV + hv;
+    load_tile(static_cast<const TI*>(a.fwd.q), c.row0, L, d.H, h, K, G.q_s);
+    load_tile(static_cast<const TI*>(a.fwd.k), c.row0, L, d.H, h, K, G.k_s);
+    load_gate<GATE>(a.fwd.g, c, d.HV, hv, K, G.g_s);
+    for (int e = tid; e < kChunk * GK; e += nt) G.dgam_s[e] = 0.0f;
+    for (int i = tid; i < GK; i += nt) G.dend_s[i] = 0.0f;
+    if (DELTA)
+        for (int e = tid; e < kChunk * kChunk; e += nt) G.T_s[e] = w.Tm[sh * kChunk * kChunk + e];
+    __syncthreads();
+    if (DELTA)
+        for (int e = tid; e < kChunk * K; e += nt)
+            G.bk_s[e] = e / K < L ? beta_of<TI>(d, a, c, hv, e / K) * G.k_s[e] : 0.0f;
+}
+
+// After the score gradient through A (dbk_A in s_dqt, dk_A in s_dkt): dbk = dbk_A + e^γ ⊙ dR̃
+// into s_dqt, dk += dk_A + β ⊙ dbk, dγ += e^γ ⊙ (β ⊙ K) ⊙ dR̃ (summed over channels for a
+// scalar gate); then a barrier.
+template <int GATE, class TI>
+__device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardArgs& a, ChunkPos c,
+                                                  GradTiles G) {
+    const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
+    const int GK = GATE == 2 ? K : 1;
+    for (int e = tid; e < L * K; e += nt) {
+        const int t = e / K, i = e % K;
+        const float et = expf(gamma_at<GATE>(G.gam, t, i, K));
+        const float dbk = G.s_dqt[e] + et * G.s_drt[e];
+        G.s_dqt[e] = dbk;
+        G.s_dk[e] += G.s_dkt[e];
+        G.s_dk[e] += beta_of<TI>(d, a, c, hv, t) * dbk;
+    }
+    if (GATE != 0)
+        for (int e = tid; e < L * GK; e += nt) {
+            const int t = e / GK, i0 = e % GK;
+            float acc = 0.0f;
+            for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
+                acc += expf(gamma_at<GATE>(G.gam, t, i, K)) * G.bk_s[t * K + i] * G.s_drt[t * K + i];
+            G.dgam_s[e] += acc;
+        }
+    __syncthreads();
+}
+
+// dv = dΔ for the members without the delta rule.
+template <class TI>
+__device__ __forceinline__ void copy_dv(const Dims& d, const BackwardArgs& a, ChunkPos c, GradTiles G) {
+    const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, V = d.V;
+    TI* dv = static_cast<TI*>(a.dv);
+    for (int e = tid; e < c.L * V; e += nt) {
+        const int t = e / V, j = e % V;
+        dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(G.dD[t * V + j]);
+    }
+}
+
+// chunk_grad's outputs: dg (g enters only through γ, so dg is the reverse cumulative sum of dγ
+// within the chunk, from dγ_C) and dq, dk of this value head for group_sum.
+template <int GATE>
+__device__ __forceinline__ void write_chunk_grads(const Dims& d, const Workspace& w, const BackwardArgs& a,
+                                                  ChunkPos c, GradTiles G) {
+    const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
+    const int GK = GATE == 2 ? K : 1;
+    if (GATE != 0) {
+        for (int i = tid; i < GK; i += nt) {
+            float run = G.dend_s[i];
+            for (int t = L - 1; t >= 0; --t) {
+                run += G.dgam_s[t * GK + i];
+                a.dg[(size_t(c.row0 + t) * d.HV + hv) * GK + i] = run;
+            }
+        }
+    }
+    for (int e = tid; e < L * K; e += nt) {
+        const int t = e / K, i = e % K;
+        w.dq_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = G.s_dq[e];
+        w.dk_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = G.s_dk[e];
+    }
+}
+
 template <int GATE, bool DELTA, class TI>
 __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, BackwardArgs a) {
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
-    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int hv = blockIdx.y, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int L = c.L, GK = GATE == 2 ? K : 1;
     const float scale = d.scale;
-    float* const smem = shared_floats();
-    float* q_s = smem;                     // C×K
-    float* k_s = q_s + kChunk * K;         // C×K
-    float* bk_s = k_s + kChunk * K;        // C×K  β ⊙ K (delta)
-    float* g_s = bk_s + kChunk * K;        // C×GK log decays
-    float* dgam_s = g_s + kChunk * GK;     // C×GK
-    float* dend_s = dgam_s + kChunk * GK;  // GK: gradient of γ_C
-    float* T_s = dend_s + GK;              // C×C
-    float* dM_s = T_s + kChunk * kChunk;   // C×C  dP, then dT Tᵀ
-    float* dT_s = dM_s + kChunk * kChunk;  // C×C  dT, then dA
-    float* F_s = dT_s + kChunk * kChunk;   // C×C  e^{γ_t − γ_j} (scalar gate only)
     const size_t sh = size_t(c.slot) * d.HV + hv;
-    const float* gam = w.gamma + sh * kChunk * GK;
-    const float* to_end = w.to_end + sh * kChunk * GK;
-    float* s_dqt = w.scratch + (sh * kScratch + 0) * kChunk * K;   // dQ̃, then dbk_A
-    float* s_dkt = w.scratch + (sh * kScratch + 1) * kChunk * K;   // dK̃, then dk_A
-    float* s_dW = w.scratch + (sh * kScratch + 2) * kChunk * K;
-    float* s_drt = w.scratch + (sh * kScratch + 3) * kChunk * K;
-    float* s_dq = w.scratch + (sh * kScratch + 4) * kChunk * K;
-    float* s_dk = w.scratch + (sh * kScratch + 5) * kChunk * K;
-    float* s_xa = w.scratch + (sh * kScratch + 6) * kChunk * K;    // anchored x (per-channel gate)
-    float* s_ea = w.scratch + (sh * kScratch + 7) * kChunk * K;    // anchor factors (per-channel gate)
-    const float* S0 = w.states + sh * K * V;
-    const float* dS = w.dstates + sh * K * V;
-    const float* D = w.delta + sh * kChunk * V;
-    const float* dD = w.ddelta + sh * kChunk * V;
+    const GradTiles G = grad_tiles<GATE>(w, sh, K, V);
     const TI* dO = static_cast<const TI*>(a.d_o);
     const TI* v = static_cast<const TI*>(a.fwd.v);
     const TI* beta = static_cast<const TI*>(a.fwd.beta);
     auto beta_at = [&](int t) { return DELTA ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f; };
     auto dO_at = [&](int t, int j) { return to_float(dO[(size_t(c.row0 + t) * d.HV + hv) * V + j]); };
     auto v_at = [&](int t, int j) { return to_float(v[(size_t(c.row0 + t) * d.HV + hv) * V + j]); };
-    auto gm = [&](int t, int i) { return gamma_at<GATE>(gam, t, i, K); };
-    auto kdecay = [&](int t, int i) { return GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f; };
+    auto gm = [&](int t, int i) { return gamma_at<GATE>(G.gam, t, i, K); };
+    auto kdecay = [&](int t, int i) { return to_end_at<GATE>(G.to_end, t, i, K); };
 
-    load_tile(static_cast<const TI*>(a.fwd.q), c.row0, L, d.H, h, K, q_s);
-    load_tile(static_cast<const TI*>(a.fwd.k), c.row0, L, d.H, h, K, k_s);
-    load_gate<GATE>(a.fwd.g, c, d.HV, hv, K, g_s);
-    for (int e = tid; e < kChunk * GK; e += nt) dgam_s[e] = 0.0f;
-    for (int i = tid; i < GK; i += nt) dend_s[i] = 0.0f;
-    if (DELTA)
-        for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = w.Tm[sh * kChunk * kChunk + e];
-    __syncthreads();
-    if (DELTA)
-        for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? beta_at(e / K) * k_s[e] : 0.0f;
+    load_grad_inputs<GATE, DELTA, TI>(d, w, a, c, G);
 
     // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ.
     for (int e = tid; e < kChunk * K; e += nt) {
@@ -201,30 +304,31 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
         float dqt = 0.0f, dkt = 0.0f, dw = 0.0f;
         if (t < L)
             for (int j = 0; j < V; ++j) {
-                dqt += dO_at(t, j) * S0[i * V + j];
-                dkt += D[t * V + j] * dS[i * V + j];
-                if (DELTA) dw += dD[t * V + j] * S0[i * V + j];
+                dqt += dO_at(t, j) * G.S0[i * V + j];
+                dkt += G.D[t * V + j] * G.dS[i * V + j];
+                if (DELTA) dw += G.dD[t * V + j] * G.S0[i * V + j];
             }
-        s_dqt[e] = scale * dqt;
-        s_dkt[e] = dkt;
-        if (DELTA) s_dW[e] = -dw;
+        G.s_dqt[e] = scale * dqt;
+        G.s_dkt[e] = dkt;
+        if (DELTA) G.s_dW[e] = -dw;
     }
     // dP = scale·tril(dO Δᵀ).
     for (int e = tid; e < kChunk * kChunk; e += nt) {
         const int t = e / kChunk, s = e % kChunk;
         float acc = 0.0f;
         if (t < L && s <= t)
-            for (int j = 0; j < V; ++j) acc += dO_at(t, j) * D[s * V + j];
-        dM_s[e] = t < L && s <= t ? scale * acc : 0.0f;
+            for (int j = 0; j < V; ++j) acc += dO_at(t, j) * G.D[s * V + j];
+        G.dM_s[e] = t < L && s <= t ? scale * acc : 0.0f;
     }
     __syncthreads();
     // Through tril(P) and through Q ⊙ e^γ, K ⊙ e^{γ_C − γ}, Λ_C S₀.
-    if (GATE == 1) scalar_gate_factors(g_s, L, F_s);
-    gated_scores_backward<GATE>(dM_s, q_s, k_s, g_s, F_s, L, K, false, s_dq, s_dk, dgam_s, s_xa, s_ea);
+    if (GATE == 1) scalar_gate_factors(G.g_s, L, G.F_s);
+    gated_scores_backward<GATE>(G.dM_s, G.q_s, G.k_s, G.g_s, G.F_s, L, K, false, G.s_dq, G.s_dk, G.dgam_s, G.s_xa,
+                                G.s_ea);
     for (int e = tid; e < L * K; e += nt) {
         const int t = e / K, i = e % K;
-        s_dq[e] += expf(gm(t, i)) * s_dqt[e];
-        s_dk[e] += kdecay(t, i) * s_dkt[e];
+        G.s_dq[e] += expf(gm(t, i)) * G.s_dqt[e];
+        G.s_dk[e] += kdecay(t, i) * G.s_dkt[e];
     }
     if (GATE != 0) {
         // dγ_t += q̃_t ⊙ dq̃_t − k̃_t ⊙ dk̃_t, dγ_C += Σ_t k̃_t ⊙ dk̃_t + e^{γ_C} Σ_v dS ⊙ S₀; per
@@ -232,16 +336,16 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
             if (GATE == 2) {
-                dgam_s[e] += q_s[e] * expf(gm(t, i0)) * s_dqt[e];
-                dgam_s[e] -= k_s[e] * kdecay(t, i0) * s_dkt[e];
+                G.dgam_s[e] += G.q_s[e] * expf(gm(t, i0)) * G.s_dqt[e];
+                G.dgam_s[e] -= G.k_s[e] * kdecay(t, i0) * G.s_dkt[e];
             } else {
                 float acc = 0.0f;
                 for (int i = 0; i < K; ++i) {
-                    const float qt = q_s[t * K + i] * expf(gm(t, i));
-                    const float kt = k_s[t * K + i] * kdecay(t, i);
-                    acc += qt * s_dqt[t * K + i] - kt * s_dkt[t * K + i];
+                    const float qt = G.q_s[t * K + i] * expf(gm(t, i));
+                    const float kt = G.k_s[t * K + i] * kdecay(t, i);
+                    acc += qt * G.s_dqt[t * K + i] - kt * G.s_dkt[t * K + i];
                 }
-                dgam_s[e] += acc;
+                G.dgam_s[e] += acc;
             }
         }
         for (int i0 = tid; i0 < GK; i0 += nt) {
@@ -249,11 +353,11 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
             for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i) {
                 float kk = 0.0f, ss = 0.0f;
                 for (int t = 0; t < L; ++t)
-                    kk += k_s[t * K + i] * kdecay(t, i) * s_dkt[t * K + i];
-                for (int j = 0; j < V; ++j) ss += dS[i * V + j] * S0[i * V + j];
+                    kk += G.k_s[t * K + i] * kdecay(t, i) * G.s_dkt[t * K + i];
+                for (int j = 0; j < V; ++j) ss += G.dS[i * V + j] * G.S0[i * V + j];
                 acc += kk + expf(gm(L - 1, i)) * ss;
             }
-            dend_s[i0] += acc;
+            G.dend_s[i0] += acc;
         }
     }
     __syncthreads();
@@ -266,22 +370,22 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
             float from_u = 0.0f, from_w = 0.0f;
             if (t < L && s < L) {
                 const float bs = beta_at(s);
-                for (int j = 0; j < V; ++j) from_u += dD[t * V + j] * (bs * v_at(s, j));
-                for (int i = 0; i < K; ++i) from_w += s_dW[t * K + i] * (expf(gm(s, i)) * bk_s[s * K + i]);
+                for (int j = 0; j < V; ++j) from_u += G.dD[t * V + j] * (bs * v_at(s, j));
+                for (int i = 0; i < K; ++i) from_w += G.s_dW[t * K + i] * (expf(gm(s, i)) * G.bk_s[s * K + i]);
             }
-            dT_s[e] = from_u + from_w;
+            G.dT_s[e] = from_u + from_w;
         }
         // dR̃ = Tᵀ dW, and dv = β ⊙ (Tᵀ dΔ), both on T's lower triangle.
         for (int e = tid; e < L * K; e += nt) {
             const int t = e / K, i = e % K;
             float acc = 0.0f;
-            for (int s = t; s < L; ++s) acc += T_s[s * kChunk + t] * s_dW[s * K + i];
-            s_drt[e] = acc;
+            for (int s = t; s < L; ++s) acc += G.T_s[s * kChunk + t] * G.s_dW[s * K + i];
+            G.s_drt[e] = acc;
         }
         for (int e = tid; e < L * V; e += nt) {
             const int t = e / V, j = e % V;
             float acc = 0.0f;
-            for (int s = t; s < L; ++s) acc += T_s[s * kChunk + t] * dD[s * V + j];
+            for (int s = t; s < L; ++s) acc += G.T_s[s * kChunk + t] * G.dD[s * V + j];
             dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(beta_at(t) * acc);
         }
         __syncthreads();
@@ -289,72 +393,39 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
         for (int e = tid; e < kChunk * kChunk; e += nt) {
             const int r = e / kChunk, j = e % kChunk;
             float acc = 0.0f;
-            for (int b = 0; b <= j; ++b) acc += dT_s[r * kChunk + b] * T_s[j * kChunk + b];
-            dM_s[e] = acc;
+            for (int b = 0; b <= j; ++b) acc += G.dT_s[r * kChunk + b] * G.T_s[j * kChunk + b];
+            G.dM_s[e] = acc;
         }
         __syncthreads();
         for (int e = tid; e < kChunk * kChunk; e += nt) {
             const int t = e / kChunk, j = e % kChunk;
             float acc = 0.0f;
             if (t < L && j < t)
-                for (int r = t; r < L; ++r) acc += T_s[r * kChunk + t] * dM_s[r * kChunk + j];
-            dT_s[e] = j < t && t < L ? -acc : 0.0f;
+                for (int r = t; r < L; ++r) acc += G.T_s[r * kChunk + t] * G.dM_s[r * kChunk + j];
+            G.dT_s[e] = j < t && t < L ? -acc : 0.0f;
         }
         __syncthreads();
-        // Through A (rows b ⊙ k): dbk_A into s_dqt, dk_A into s_dkt.
-        gated_scores_backward<GATE>(dT_s, bk_s, k_s, g_s, F_s, L, K, true, s_dqt, s_dkt, dgam_s, s_xa, s_ea);
-        for (int e = tid; e < L * K; e += nt) {
-            const int t = e / K, i = e % K;
-            const float et = expf(gm(t, i));
-            const float dbk = s_dqt[e] + et * s_drt[e];
-            s_dqt[e] = dbk;
-            s_dk[e] += s_dkt[e];
-            s_dk[e] += beta_at(t) * dbk;
-        }
-        if (GATE != 0)
-            for (int e = tid; e < L * GK; e += nt) {
-                const int t = e / GK, i0 = e % GK;
-                float acc = 0.0f;
-                for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
-                    acc += expf(gm(t, i)) * bk_s[t * K + i] * s_drt[t * K + i];
-                dgam_s[e] += acc;
-            }
-        __syncthreads();
+        // Through A (rows b ⊙ k): dbk_A into G.s_dqt, dk_A into G.s_dkt.
+        gated_scores_backward<GATE>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt, G.dgam_s,
+                                    G.s_xa, G.s_ea);
+        combine_through_a<GATE, TI>(d, a, c, G);
         // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {
             float acc = 0.0f;
             for (int j = 0; j < V; ++j) {
                 float dvt = 0.0f;
-                for (int s = t; s < L; ++s) dvt += T_s[s * kChunk + t] * dD[s * V + j];
+                for (int s = t; s < L; ++s) dvt += G.T_s[s * kChunk + t] * G.dD[s * V + j];
                 acc += v_at(t, j) * dvt;
             }
-            for (int i = 0; i < K; ++i) acc += k_s[t * K + i] * s_dqt[t * K + i];
+            for (int i = 0; i < K; ++i) acc += G.k_s[t * K + i] * G.s_dqt[t * K + i];
             dbeta[size_t(c.row0 + t) * d.HV + hv] = from_float<TI>(acc);
         }
     } else {
-        for (int e = tid; e < L * V; e += nt) {
-            const int t = e / V, j = e % V;
-            dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(dD[t * V + j]);
-        }
+        copy_dv<TI>(d, a, c, G);
     }
     __syncthreads();
-
-    // g enters only through γ: dg is the reverse cumulative sum of dγ within the chunk.
-    if (GATE != 0) {
-        for (int i = tid; i < GK; i += nt) {
-            float run = dend_s[i];
-            for (int t = L - 1; t >= 0; --t) {
-                run += dgam_s[t * GK + i];
-                a.dg[(size_t(c.row0 + t) * d.HV + hv) * GK + i] = run;
-            }
-        }
-    }
-    for (int e = tid; e < L * K; e += nt) {
-        const int t = e / K, i = e % K;
-        w.dq_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = s_dq[e];
-        w.dk_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = s_dk[e];
-    }
+    write_chunk_grads<GATE>(d, w, a, c, G);
 }
 
 inline size_t grad_smem_bytes(int K, int gate) {

@@ -95,20 +95,25 @@ __device__ __forceinline__ bool locate_chunk(const Dims& d, int slot, ChunkPos& 
     return true;
 }
 
-// Tokens and chunk slots of sequence n.
-__device__ __forceinline__ void sequence_extent(const Dims& d, int n, int& row0, int& length, int& first_slot,
-                                                int& chunks) {
+// Tokens and chunk slots of one sequence.
+struct SequenceExtent {
+    int row0, length, first_slot, chunks;
+};
+
+__device__ __forceinline__ SequenceExtent sequence_extent(const Dims& d, int n) {
+    SequenceExtent s;
     if (d.cu == nullptr) {
-        row0 = n * d.T;
-        length = d.T;
-        first_slot = n * d.chunks_per_seq;
-        chunks = d.chunks_per_seq;
+        s.row0 = n * d.T;
+        s.length = d.T;
+        s.first_slot = n * d.chunks_per_seq;
+        s.chunks = d.chunks_per_seq;
     } else {
-        row0 = static_cast<int>(d.cu[n]);
-        length = static_cast<int>(d.cu[n + 1] - d.cu[n]);
-        first_slot = d.chunk_offsets[n];
-        chunks = d.chunk_offsets[n + 1] - d.chunk_offsets[n];
+        s.row0 = static_cast<int>(d.cu[n]);
+        s.length = static_cast<int>(d.cu[n + 1] - d.cu[n]);
+        s.first_slot = d.chunk_offsets[n];
+        s.chunks = d.chunk_offsets[n + 1] - d.chunk_offsets[n];
     }
+    return s;
 }
 
 // A float32 running sum with Kahan's compensation, as in gdn/cpu/gdn_chunked.cpp. Log decays are
@@ -193,6 +198,80 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* bas
     return off;
 }
 
+// Chunk jc of a sequence as the state scans step through it: its slot, first token row, tokens,
+// its (slot, value head) index into the workspace, and its γ and e^{γ_C − γ_t} (C×GK).
+struct ScanStep {
+    int slot, r0, L;
+    size_t sh;
+    const float* gam;
+    const float* to_end;
+};
+
+__device__ __forceinline__ ScanStep scan_step(const SequenceExtent& seq, int jc, const Workspace& w, int HV, int hv,
+                                              int GK) {
+    ScanStep s;
+    s.slot = seq.first_slot + jc;
+    s.r0 = seq.row0 + jc * kChunk;
+    s.L = min(kChunk, seq.length - jc * kChunk);
+    s.sh = size_t(s.slot) * HV + hv;
+    s.gam = w.gamma + s.sh * kChunk * GK;
+    s.to_end = w.to_end + s.sh * kChunk * GK;
+    return s;
+}
+
+// The state slice a scan block carries: value columns [v0, v0 + VS) of value head hv's K×V
+// state, held in shared memory as K×16 with row stride ld. load and store address a
+// [rows][HV][K][V] float32 array at row r (a sequence, or a workspace slot).
+struct StateSlice {
+    float* s;
+    int ld, K, V, v0, VS, HV, hv;
+
+    // From src (zero where src is null and in the columns past VS), then a barrier.
+    __device__ __forceinline__ void load(const float* src, int r) const {
+        const int tid = threadIdx.x, nt = blockDim.x;
+        for (int e = tid; e < K * kScanCols; e += nt) {
+            const int i = e / kScanCols, col = e % kScanCols;
+            // Unpadded rows (ld = 16) are written at e itself, the same element.
+            s[ld == kScanCols ? e : i * ld + col] =
+                (src && col < VS) ? src[((size_t(r) * HV + hv) * K + i) * V + v0 + col] : 0.0f;
+        }
+        __syncthreads();
+    }
+    __device__ __forceinline__ void store(float* dst, int r) const {
+        const int tid = threadIdx.x, nt = blockDim.x;
+        for (int e = tid; e < K * VS; e += nt) {
+            const int i = e / VS, col = e % VS;
+            dst[((size_t(r) * HV + hv) * K + i) * V + v0 + col] = s[i * ld + col];
+        }
+    }
+};
+
+// The helpers' loops step by a thread index and block size read once into locals, as the kernels'
+// own loops do: read in the loop, they compile to a loop that is not unrolled.
+
+// The rows t of one row sub-chunk [a, end) of x (C×K) anchored at a, xa_t = x_t e^{γ_t − γ_a}.
+__device__ __forceinline__ void anchor_rows(const float* x, const float* g, int a, int end, int K, float* xa) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < (end - a) * K; e += nt) {
+        const int t = a + e / K, i = e % K;
+        xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
+    }
+}
+
+// The operands of one row sub-chunk [a, end) of the per-channel gated scores (C×K each): xa as
+// anchor_rows, and the earlier rows j < a of k anchored back to a, ka_j = k_j e^{γ_a − γ_j};
+// then a barrier.
+__device__ __forceinline__ void anchor_subchunk(const float* x, const float* k, const float* g, int a, int end, int K,
+                                                float* xa, float* ka) {
+    anchor_rows(x, g, a, end, K, xa);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < a * K; e += nt) {
+        const int j = e / K, i = e % K;
+        ka[j * K + i] = k[j * K + i] * expf(log_decay_between(g, K, j, a, i));
+    }
+    __syncthreads();
+}
+
 // Gated scores, the block-level form of gated_scores() in gdn/cpu/gdn_chunked.cpp:
 //   M_tj = Σ_i x_ti k_ji e^{γ_ti − γ_ji} for j ≤ t (j < t when strict), t, j < L; zero elsewhere.
 // x, k are C×K tiles and g the C×GK log decays of the chunk (zero past L), all in shared memory;
@@ -223,15 +302,7 @@ __device__ void gated_scores(const float* x, const float* k, const float* g, int
         __syncthreads();
         for (int a = 0; a < L; a += kSub) {
             const int end = min(L, a + kSub);
-            for (int e = tid; e < (end - a) * K; e += nt) {
-                const int t = a + e / K, i = e % K;
-                xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
-            }
-            for (int e = tid; e < a * K; e += nt) {
-                const int j = e / K, i = e % K;
-                ka[j * K + i] = k[j * K + i] * expf(log_decay_between(g, K, j, a, i));
-            }
-            __syncthreads();
+            anchor_subchunk(x, k, g, a, end, K, xa, ka);
             for (int e = tid; e < (end - a) * kChunk; e += nt) {
                 const int t = a + e / kChunk, j = e % kChunk;
                 if (j < a) {
@@ -291,10 +362,7 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
         __syncthreads();
         for (int a = 0; a < L; a += kSub) {
             const int end = min(L, a + kSub);
-            for (int e = tid; e < (end - a) * K; e += nt) {
-                const int t = a + e / K, i = e % K;
-                xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
-            }
+            anchor_rows(x, g, a, end, K, xa);
             for (int e = tid; e < a * K; e += nt) {
                 const int j = e / K, i = e % K;
                 ea[j * K + i] = expf(log_decay_between(g, K, j, a, i));

@@ -65,6 +65,22 @@ __device__ __forceinline__ float gamma_at(const float* gam, int t, int i, int K)
     return gam[t * K + i];
 }
 
+// e^{γ_C − γ_t} of channel i (to_end: the chunk's C×GK factors; 1 without a gate).
+template <int GATE>
+__device__ __forceinline__ float to_end_at(const float* to_end, int t, int i, int K) {
+    if (GATE == 0) return 1.0f;
+    if (GATE == 1) return to_end[t];
+    return to_end[t * K + i];
+}
+
+// e^{γ_C / 2} per channel into dec (K): the decay of the state carried across the chunk, applied
+// by halves.
+template <int GATE>
+__device__ __forceinline__ void half_chunk_decay(ScanStep st, int K, float* dec) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int i = tid; i < K; i += nt) dec[i] = expf(0.5f * gamma_at<GATE>(st.gam, st.L - 1, i, K));
+}
+
 // Per chunk and value head: γ (Kahan prefix sums) and e^{γ_C − γ_t} (range sums) into the
 // workspace, tril(P), and for the delta members A (rows β ⊙ k), T = (I + A)⁻¹, W and U.
 template <int GATE, bool DELTA, class TI>
@@ -161,33 +177,23 @@ __global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, Forw
     float* kt_s = W_s + kChunk * K;          // C×K
     float* D_s = kt_s + kChunk * K;          // C×16
     float* dec_s = D_s + kChunk * kScanCols; // K: e^{γ_C / 2}
-    int row0, length, first_slot, chunks;
-    sequence_extent(d, n, row0, length, first_slot, chunks);
-
-    for (int e = tid; e < K * kScanCols; e += nt) {
-        const int i = e / kScanCols, col = e % kScanCols;
-        S_s[e] = (a.h0 && col < VS) ? a.h0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
-    }
-    __syncthreads();
+    const SequenceExtent seq = sequence_extent(d, n);
+    const StateSlice S{S_s, kScanCols, K, V, v0, VS, d.HV, hv};
+    S.load(a.h0, n);
     const TI* k = static_cast<const TI*>(a.k);
     const TI* v = static_cast<const TI*>(a.v);
-    for (int jc = 0; jc < chunks; ++jc) {
-        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
-        const size_t sh = size_t(slot) * d.HV + hv;
-        const float* gam = w.gamma + sh * kChunk * GK;
-        const float* to_end = w.to_end + sh * kChunk * GK;
-        for (int e = tid; e < K * VS; e += nt) {
-            const int i = e / VS, col = e % VS;
-            w.states[(sh * K + i) * V + v0 + col] = S_s[i * kScanCols + col];
-        }
+    for (int jc = 0; jc < seq.chunks; ++jc) {
+        const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
+        const int r0 = st.r0, L = st.L;
+        const size_t sh = st.sh;
+        S.store(w.states, st.slot);
         for (int e = tid; e < kChunk * K; e += nt) {
             const int t = e / K, i = e % K;
-            kt_s[e] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) *
-                                  (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f)
+            kt_s[e] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
                             : 0.0f;
             if (DELTA) W_s[e] = w.W[sh * kChunk * K + e];
         }
-        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        half_chunk_decay<GATE>(st, K, dec_s);
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         for (int e = tid; e < L * VS; e += nt) {
@@ -212,11 +218,7 @@ __global__ void __launch_bounds__(kThreads) state_scan(Dims d, Workspace w, Forw
         }
         __syncthreads();
     }
-    if (a.ht)
-        for (int e = tid; e < K * VS; e += nt) {
-            const int i = e / VS, col = e % VS;
-            a.ht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = S_s[i * kScanCols + col];
-        }
+    if (a.ht) S.store(a.ht, n);
 }
 
 inline size_t scan_smem_bytes(int K) {

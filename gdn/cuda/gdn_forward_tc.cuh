@@ -115,33 +115,23 @@ __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w
     float* kt_s = W_s + kChunk * ldw;        // C×K, stride K + 8
     float* D_s = kt_s + kChunk * ldk;        // C×16, stride kScanLd
     float* dec_s = D_s + kChunk * kScanLd;   // K: e^{γ_C / 2}
-    int row0, length, first_slot, chunks;
-    sequence_extent(d, n, row0, length, first_slot, chunks);
-
-    for (int e = tid; e < K * kScanCols; e += nt) {
-        const int i = e / kScanCols, col = e % kScanCols;
-        S_s[i * kScanLd + col] = (a.h0 && col < VS) ? a.h0[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] : 0.0f;
-    }
-    __syncthreads();
+    const SequenceExtent seq = sequence_extent(d, n);
+    const StateSlice S{S_s, kScanLd, K, V, v0, VS, d.HV, hv};
+    S.load(a.h0, n);
     const TI* k = static_cast<const TI*>(a.k);
     const TI* v = static_cast<const TI*>(a.v);
-    for (int jc = 0; jc < chunks; ++jc) {
-        const int slot = first_slot + jc, r0 = row0 + jc * kChunk, L = min(kChunk, length - jc * kChunk);
-        const size_t sh = size_t(slot) * d.HV + hv;
-        const float* gam = w.gamma + sh * kChunk * GK;
-        const float* to_end = w.to_end + sh * kChunk * GK;
-        for (int e = tid; e < K * VS; e += nt) {
-            const int i = e / VS, col = e % VS;
-            w.states[(sh * K + i) * V + v0 + col] = S_s[i * kScanLd + col];
-        }
+    for (int jc = 0; jc < seq.chunks; ++jc) {
+        const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
+        const int r0 = st.r0, L = st.L;
+        const size_t sh = st.sh;
+        S.store(w.states, st.slot);
         for (int e = tid; e < kChunk * K; e += nt) {
             const int t = e / K, i = e % K;
-            kt_s[t * ldk + i] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) *
-                                            (GATE != 0 ? to_end[t * GK + (GATE == 2 ? i : 0)] : 1.0f)
-                                      : 0.0f;
+            kt_s[t * ldk + i] =
+                t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
             if (DELTA) W_s[t * ldw + i] = w.W[sh * kChunk * K + e];
         }
-        for (int i = tid; i < K; i += nt) dec_s[i] = expf(0.5f * gamma_at<GATE>(gam, L - 1, i, K));
+        half_chunk_decay<GATE>(st, K, dec_s);
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         if (DELTA) {
@@ -170,11 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w
             });
         __syncthreads();
     }
-    if (a.ht)
-        for (int e = tid; e < K * VS; e += nt) {
-            const int i = e / VS, col = e % VS;
-            a.ht[((size_t(n) * d.HV + hv) * K + i) * V + v0 + col] = S_s[i * kScanLd + col];
-        }
+    if (a.ht) S.store(a.ht, n);
 }
 
 inline size_t scan_tc_smem_bytes(int K) {

@@ -133,15 +133,7 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
         __syncthreads();
         for (int a = 0; a < L; a += kSub) {
             const int end = min(L, a + kSub);
-            for (int e = tid; e < (end - a) * K; e += nt) {
-                const int t = a + e / K, i = e % K;
-                xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
-            }
-            for (int e = tid; e < a * K; e += nt) {
-                const int j = e / K, i = e % K;
-                ka[j * K + i] = k[j * K + i] * expf(log_decay_between(g, K, j, a, i));
-            }
-            __syncthreads();
+            anchor_subchunk(x, k, g, a, end, K, xa, ka);
             block_mma<4, false, false>(
                 end - a, a, K, [&](int r, int i) { return xa[(a + r) * K + i]; },
                 [&](int i, int j) { return ka[j * K + i]; },
@@ -187,6 +179,19 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
         }
     }
     __syncthreads();
+}
+
+// The score gradient of version 2: on tensor cores for the gates without a per-channel factor,
+// version 1's gated_scores_backward for a per-channel gate (F unused there; g, xa, ea unused
+// otherwise).
+template <int GATE, bool XEXACT, bool KEXACT>
+__device__ __forceinline__ void score_gradients(const float* dM, const float* x, const float* k, const float* g,
+                                                const float* F, int L, int K, bool strict, float* gx, float* gk,
+                                                float* dgam, float* xa, float* ea) {
+    if constexpr (GATE == 2)
+        gated_scores_backward<GATE>(dM, x, k, g, F, L, K, strict, gx, gk, dgam, xa, ea);
+    else
+        gated_scores_backward_tc<GATE, XEXACT, KEXACT>(dM, x, k, F, L, K, strict, gx, gk, dgam);
 }
 
 }  // namespace kcv::gdn::cuda
