@@ -10,6 +10,7 @@
 
 #include "kcv/contract.hpp"
 #include "kcv/execution.hpp"
+#include "kcv/oracle.hpp"
 #include "kcv/probe.hpp"
 
 namespace kcv {
@@ -20,6 +21,9 @@ struct Settings {
     double envelope_factor = 2.0;  // envelope-model factor (swept with c)
     double ord03_margin = 1.2;   // ORD-03 margin (swept by calibration)
     bool quick = false;          // fewer probes: smaller sweeps, for tests only; recorded
+    // The caller's runner of an external oracle for this judgement (not recorded; null when the
+    // caller has none): gates that need y* on inputs of their own making call it.
+    const ExternalRunner* external_runner = nullptr;
 };
 nlohmann::json to_json(const Settings& s);
 

@@ -41,32 +41,20 @@ inline constexpr std::string_view kExternalOraclePrefix = "external:";
 inline bool is_external_oracle(std::string_view name) { return name.starts_with(kExternalOraclePrefix); }
 
 // The runner of an external oracle, lent by the caller that has one (the Python bridge runs a
-// KernelBench Model in float64): given a probe's sizes (its dims) and inputs in
-// their own dtypes, it returns y* in float64, one tensor per output. A gate that needs the
-// reference on inputs of its own making (EXC-02's flushed subnormals, PRC-03's rounded
-// operands) reaches it through run_oracle. Installed on the calling thread for the length of a
-// judgement; without one, an external oracle cannot run in libkcv.
+// KernelBench Model in float64): given a probe's sizes (its dims) and inputs in their own
+// dtypes, it returns y* in float64, one tensor per output. A gate that needs the reference on
+// inputs of its own making (EXC-02's flushed subnormals, PRC-03's rounded operands) reaches it
+// through the judgement's Settings::external_runner and run_oracle.
 using ExternalRunner = std::function<std::vector<Tensor>(const std::map<std::string, int64_t>& dims,
                                                          const std::vector<Tensor>& inputs)>;
 
-class ScopedExternalRunner {
-public:
-    explicit ScopedExternalRunner(ExternalRunner runner);
-    ~ScopedExternalRunner();
-    ScopedExternalRunner(const ScopedExternalRunner&) = delete;
-    ScopedExternalRunner& operator=(const ScopedExternalRunner&) = delete;
-
-private:
-    ExternalRunner previous_;
-};
-
 // Convenience: widens inputs exactly, allocates outputs and scales of the given shapes, runs.
-// An external oracle runs through the thread's ExternalRunner at the probe's `dims`, and gives
-// no scales (tensors without a buffer: s_i = |y*_i|).
+// An external oracle runs through `runner` at the probe's `dims` (without one it cannot run in
+// libkcv), and gives no scales (tensors without a buffer: s_i = |y*_i|).
 void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
                 const std::map<std::string, double>& attributes,
                 const std::vector<std::vector<int64_t>>& output_shapes,
                 std::vector<Tensor>& outputs, std::vector<Tensor>& scales,
-                const std::map<std::string, int64_t>& dims = {});
+                const std::map<std::string, int64_t>& dims = {}, const ExternalRunner* runner = nullptr);
 
 }  // namespace kcv

@@ -2,8 +2,6 @@
 // Python executor runs them, and judge() rebuilds kcv::ProbeOutcome from what it measured (the
 // arrays are copied into kcv tensors as they arrive) and calls the gate's own judge(). Nothing
 // here decides a verdict.
-#include <optional>
-
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -133,11 +131,11 @@ ExternalRunner python_runner(nb::object fn) {
 std::string judge(const std::string& id, const Contract& c, const std::string& settings, const Outcomes& o,
                   nb::object oracle) {
     const GateDef& g = gate(id);
-    const Settings s = settings_from(settings);
+    Settings s = settings_from(settings);
+    const ExternalRunner runner = oracle.is_none() ? ExternalRunner{} : python_runner(oracle);
+    if (runner) s.external_runner = &runner;
     GateResult r;
     try {
-        std::optional<ScopedExternalRunner> runner;
-        if (!oracle.is_none()) runner.emplace(python_runner(oracle));
         r = g.judge(c, s, o.probes);
     } catch (const std::exception& e) {
         r = GateResult{};

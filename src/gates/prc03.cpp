@@ -94,7 +94,7 @@ double ratio_under_rounding(const Contract& c, const Settings& s, const ProbeOut
     }
     std::vector<Tensor> ref, scale;
     try {
-        run_oracle(c.oracle, inputs, c.attributes, o.output_shapes, ref, scale, o.probe.dims);
+        run_oracle(c.oracle, inputs, c.attributes, o.output_shapes, ref, scale, o.probe.dims, s.external_runner);
     } catch (const std::exception&) {
         return std::nan("");
     }

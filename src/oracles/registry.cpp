@@ -42,8 +42,6 @@ std::map<std::string, OracleFn>& registered() {
     return table;
 }
 
-thread_local ExternalRunner external_runner;
-
 }  // namespace
 
 namespace oracles {
@@ -73,23 +71,17 @@ std::vector<std::string> oracle_names() {
     return names;
 }
 
-ScopedExternalRunner::ScopedExternalRunner(ExternalRunner runner) : previous_(std::move(external_runner)) {
-    external_runner = std::move(runner);
-}
-
-ScopedExternalRunner::~ScopedExternalRunner() { external_runner = std::move(previous_); }
-
 void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
                 const std::map<std::string, double>& attributes,
                 const std::vector<std::vector<int64_t>>& output_shapes,
                 std::vector<Tensor>& outputs, std::vector<Tensor>& scales,
-                const std::map<std::string, int64_t>& dims) {
+                const std::map<std::string, int64_t>& dims, const ExternalRunner* runner) {
     const OracleFn fn = find_oracle(name);
     if (fn == nullptr && is_external_oracle(name)) {
-        if (!external_runner)
+        if (runner == nullptr)
             throw OracleError("oracle '" + name + "' runs outside libkcv: judge this contract through the caller " +
                               "that provides its runner (for external:kernelbench, kcv verify --reference)");
-        outputs = external_runner(dims, inputs);
+        outputs = (*runner)(dims, inputs);
         if (outputs.size() != output_shapes.size())
             throw OracleError("oracle '" + name + "' returned " + std::to_string(outputs.size()) + " outputs, " +
                               "expected " + std::to_string(output_shapes.size()));
