@@ -315,21 +315,19 @@ def open_session(
     return session
 
 
+def failed_check(error: str | None, trials: int = 5) -> dict:
+    """A standard check that no trial passed, ended by ``error`` (None: not ended early)."""
+    return {"tol_1e-2": False, "tol_1e-4": False, "max_abs_diff": None, "trials": trials,
+            "passed_1e-2": 0, "passed_1e-4": 0, "error": error}
+
+
 def standard_check(session: Session, trials: int = 5) -> dict:
     """``run_and_check_correctness`` at atol = rtol = 1e-2 and at 1e-4 on the same outputs.
 
     Returns {"tol_1e-2", "tol_1e-4", "max_abs_diff", "trials", "passed_1e-2", "passed_1e-4",
     "error"}: a trial that raises or changes the output's shape ends the check, as in KernelBench.
     """
-    result = {
-        "tol_1e-2": False,
-        "tol_1e-4": False,
-        "max_abs_diff": None,
-        "trials": trials,
-        "passed_1e-2": 0,
-        "passed_1e-4": 0,
-        "error": session.load_error,
-    }
+    result = failed_check(session.load_error, trials)
     if session.load_error is not None:
         return result
     device, precision = session.device, session.precision

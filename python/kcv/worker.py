@@ -128,12 +128,13 @@ def standard_check_sharing_device(session, check) -> dict:
         return check(session)
     import torch
 
+    from .kernelbench import failed_check
+
     def attempt() -> dict:
         try:
             return check(session)
         except torch.OutOfMemoryError as e:
-            return {"tol_1e-2": False, "tol_1e-4": False, "max_abs_diff": None, "trials": 5,
-                    "passed_1e-2": 0, "passed_1e-4": 0, "error": f"{type(e).__name__}: {e}"}
+            return failed_check(f"{type(e).__name__}: {e}")
 
     with open(_device_lock_path(session.device), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)
@@ -324,7 +325,7 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
 
     from . import _core
     from .executor import Executor
-    from .kernelbench import LoadError, open_session, standard_check
+    from .kernelbench import LoadError, failed_check, open_session, standard_check
     from .reference import STRICT_FLAGS, precision_flags, set_precision_flags, standard_check_flags
     from .task import describe
 
@@ -346,8 +347,7 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
         record["error"] = {"code": "load-failed" if e.code.startswith("candidate") else "bad-reference",
                            "message": str(e)}
         record["gates"] = [_gate_error(g, record["error"]["code"], str(e)) for g in gates]
-        record["standard_check"] = {"tol_1e-2": False, "tol_1e-4": False, "max_abs_diff": None, "trials": 5,
-                                    "passed_1e-2": 0, "passed_1e-4": 0, "error": str(e), "compiled": False}
+        record["standard_check"] = {**failed_check(str(e)), "compiled": False}
         timing.end(record)
         return json.loads(_core.normalise_record(json.dumps(sanitize(record))))
     timing.stage("load_s", load_began)
