@@ -21,6 +21,18 @@ struct Poison {
     uint8_t at(size_t offset) const;
 };
 
+// Writes the poison over p[0, n), p[0] standing at `first_offset` of the poisoned region.
+void poison_fill(uint8_t* p, size_t n, const Poison& poison, size_t first_offset);
+
+// Where p[0, n) differs from the poison (p[0] at `first_offset`): the first differing byte
+// (relative to p) and how many differ. Compares eight bytes at a time where nothing changed, so
+// a check of a large intact region costs about a memory read.
+struct PoisonDiff {
+    size_t first = 0;
+    size_t count = 0;
+};
+PoisonDiff poison_diff(const uint8_t* p, size_t n, const Poison& poison, size_t first_offset);
+
 struct GuardDamage {
     bool before;           // the band before the data (else after)
     size_t first_offset;   // offset within that band of the first changed byte

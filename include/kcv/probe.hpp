@@ -48,6 +48,7 @@ struct Probe {
     Layout layout;                       // for every input where the contract allows strides
     size_t guard_bytes = GuardedBuffer::kDefaultGuard;
     Poison guard_poison = Poison::bytes(0xA5);
+    bool check_guards = false;           // the gate judges guard damage: executors must look for it
     std::vector<CallSpec> calls;         // at least one
     bool with_controls = false;          // also run the contract's positive controls
     bool out_of_range_indices = false;   // gather: plant indices outside the valid range

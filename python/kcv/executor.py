@@ -245,6 +245,11 @@ class Executor:
         index = None
         storage = None
         keep_alive: list = []
+        if probe.get("check_guards") and self.gpu_allocator is not None:
+            # Only the gates that judge guard damage look for it (reading every band and the
+            # quarantine back costs tens of milliseconds a call); what earlier calls did to them is
+            # made history here, so that this probe's calls answer for their own damage alone.
+            self.gpu_allocator.repoison_guards()
         try:
             for k, call in enumerate(probe["calls"]):
                 raw, values, injected = self._values(m.problem, probe, call)
@@ -357,7 +362,7 @@ class Executor:
             host = [_poisoned(shape, _DTYPES[s["dtype"]], poison) for shape, s in zip(shapes, specs)]
         facts["status"], facts["error"] = status, error
         facts["output_ranges"] = [_span(o) for o in outs if isinstance(o, torch.Tensor)] if status == 0 else []
-        facts["guard_damage"] = self._guard_damage(storage, outs)
+        facts["guard_damage"] = self._guard_damage(storage, outs) if probe.get("check_guards") else []
         facts["input_hash_after"] = [_core.content_hash(_host(buf)) for _, _, buf in storage]
 
         controls, control_status = [], []

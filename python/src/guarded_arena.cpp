@@ -29,7 +29,7 @@ void GuardedArena::fill(uint8_t* p, size_t bytes, const Poison& poison, void* st
     std::vector<uint8_t> chunk(std::min(bytes, kChunk));
     for (size_t done = 0; done < bytes; done += chunk.size()) {
         const size_t n = std::min(chunk.size(), bytes - done);
-        for (size_t i = 0; i < n; ++i) chunk[i] = poison.at(done + i);
+        poison_fill(chunk.data(), n, poison, done);
         mem_.write(p + done, chunk.data(), n, stream);
     }
 }
@@ -115,15 +115,14 @@ void GuardedArena::compare(const uint8_t* p, size_t bytes, const Poison& poison,
                            BandDamage::Where where, std::vector<BandDamage>& out) const {
     std::vector<uint8_t> host(bytes);
     mem_.read(host.data(), p, bytes);
+    const PoisonDiff diff = poison_diff(host.data(), bytes, poison, 0);
+    if (diff.count == 0) return;
     BandDamage d;
     d.block = b.info;
     d.where = where;
-    for (size_t i = 0; i < bytes; ++i) {
-        if (host[i] == poison.at(i)) continue;
-        if (d.bytes_changed == 0) d.first_offset = i;
-        ++d.bytes_changed;
-    }
-    if (d.bytes_changed) out.push_back(d);
+    d.first_offset = diff.first;
+    d.bytes_changed = diff.count;
+    out.push_back(d);
 }
 
 std::vector<BandDamage> GuardedArena::check() const {

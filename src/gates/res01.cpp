@@ -67,6 +67,8 @@ std::vector<Probe> plan(const Contract& c, const Settings& s) {
         p.note = {{"kind", kIndex}, {"policy", c.semantics.index_policy}};
         probes.push_back(std::move(p));
     }
+    // Every probe's calls are judged for guard damage (judge_guards), and only this gate's.
+    for (Probe& p : probes) p.check_guards = true;
     return probes;
 }
 

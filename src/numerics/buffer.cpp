@@ -28,7 +28,14 @@ uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-void fill(uint8_t* p, size_t n, const Poison& poison, size_t first_offset) {
+GuardDamage compare(const uint8_t* p, size_t n, const Poison& poison, size_t first_offset, bool before) {
+    const PoisonDiff d = poison_diff(p, n, poison, first_offset);
+    return GuardDamage{before, d.count ? d.first : 0, d.count};
+}
+
+}  // namespace
+
+void poison_fill(uint8_t* p, size_t n, const Poison& poison, size_t first_offset) {
     if (poison.kind == Poison::Kind::byte) {
         std::memset(p, poison.byte, n);
         return;
@@ -42,18 +49,30 @@ void fill(uint8_t* p, size_t n, const Poison& poison, size_t first_offset) {
     }
 }
 
-GuardDamage compare(const uint8_t* p, size_t n, const Poison& poison, size_t first_offset, bool before) {
-    GuardDamage d{before, 0, 0};
-    for (size_t i = 0; i < n; ++i) {
-        if (p[i] != poison.at(first_offset + i)) {
-            if (d.bytes_changed == 0) d.first_offset = i;
-            ++d.bytes_changed;
+PoisonDiff poison_diff(const uint8_t* p, size_t n, const Poison& poison, size_t first_offset) {
+    PoisonDiff d;
+    auto note = [&](size_t i) {
+        if (d.count++ == 0) d.first = i;
+    };
+    size_t i = 0;
+    // Byte by byte up to the first offset that starts a poison word, and past the last whole one.
+    for (; i < n && (first_offset + i) % 8 != 0; ++i)
+        if (p[i] != poison.at(first_offset + i)) note(i);
+    uint8_t expect[8];
+    if (poison.kind == Poison::Kind::byte) std::memset(expect, poison.byte, 8);
+    for (; i + 8 <= n; i += 8) {
+        if (poison.kind == Poison::Kind::random) {
+            const uint64_t word = mix64(poison.seed ^ mix64((first_offset + i) / 8));
+            for (size_t j = 0; j < 8; ++j) expect[j] = uint8_t(word >> (8 * j));
         }
+        if (std::memcmp(p + i, expect, 8) == 0) continue;
+        for (size_t j = 0; j < 8; ++j)
+            if (p[i + j] != expect[j]) note(i + j);
     }
+    for (; i < n; ++i)
+        if (p[i] != poison.at(first_offset + i)) note(i);
     return d;
 }
-
-}  // namespace
 
 uint8_t Poison::at(size_t offset) const {
     if (kind == Kind::byte) return byte;
@@ -77,14 +96,14 @@ GuardedBuffer::GuardedBuffer(size_t bytes, size_t guard_bytes, Poison guard_pois
 
 GuardedBuffer::~GuardedBuffer() { std::free(base_); }
 
-void GuardedBuffer::poison(Poison p) { fill(data_, bytes_, p, 0); }
+void GuardedBuffer::poison(Poison p) { poison_fill(data_, bytes_, p, 0); }
 
 // Band offsets are counted from the start of the allocation, so a random poison differs
 // between the two bands.
 void GuardedBuffer::poison_guards(Poison p) {
     guard_poison_ = p;
-    fill(base_, guard_, p, 0);
-    fill(data_ + bytes_, guard_, p, guard_ + bytes_);
+    poison_fill(base_, guard_, p, 0);
+    poison_fill(data_ + bytes_, guard_, p, guard_ + bytes_);
 }
 
 std::vector<GuardDamage> GuardedBuffer::check_guards() const {

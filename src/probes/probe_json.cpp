@@ -60,6 +60,7 @@ nlohmann::json to_json(const Probe& p) {
                                     {"storage_offset", p.layout.storage_offset}}},
                         {"guard_bytes", p.guard_bytes},
                         {"guard_poison", poison_json(p.guard_poison)},
+                        {"check_guards", p.check_guards},
                         {"calls", calls},
                         {"with_controls", p.with_controls},
                         {"out_of_range_indices", p.out_of_range_indices}};
@@ -98,6 +99,7 @@ Probe probe_from_json(const nlohmann::json& j) {
     }
     p.guard_bytes = j.value("guard_bytes", size_t(GuardedBuffer::kDefaultGuard));
     p.guard_poison = poison_from(j.value("guard_poison", nlohmann::json::object()));
+    p.check_guards = j.value("check_guards", false);
     for (const auto& cj : j.value("calls", nlohmann::json::array())) {
         CallSpec c;
         c.input_seed = cj.value("input_seed", uint64_t(0));

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <random>
+#include <set>
+#include <vector>
 #include <unistd.h>
 
 #include "kcv/buffer.hpp"
@@ -130,6 +132,35 @@ TEST(Buffer, RandomGuardsCatchRandomWrites) {
         EXPECT_EQ(d[0].before, before);
         EXPECT_EQ(d[0].first_offset, off);
         EXPECT_EQ(d[0].bytes_changed, 1u);
+    }
+}
+
+// The word-at-a-time comparison agrees with Poison::at byte by byte: for both kinds of poison,
+// at offsets that do and do not start a poison word, with changes at the edges and inside.
+TEST(Buffer, PoisonDiffMatchesBytewise) {
+    std::mt19937_64 rng(7);
+    for (const Poison& poison : {Poison::bytes(0xA5), Poison::random(11)}) {
+        for (size_t first_offset : {size_t{0}, size_t{3}, size_t{8}, size_t{4101}}) {
+            for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{13}, size_t{4096}, size_t{4099}}) {
+                std::vector<uint8_t> p(n);
+                poison_fill(p.data(), n, poison, first_offset);
+                PoisonDiff d = poison_diff(p.data(), n, poison, first_offset);
+                EXPECT_EQ(d.count, 0u) << "intact " << n << " at " << first_offset;
+                if (n == 0) continue;
+                std::set<size_t> changed = {0, n - 1, size_t(rng() % n), size_t(rng() % n)};
+                for (size_t i : changed) p[i] = uint8_t(p[i] ^ (1u << (rng() % 8)));
+                size_t first = n, count = 0;
+                for (size_t i = 0; i < n; ++i)
+                    if (p[i] != poison.at(first_offset + i)) {
+                        first = std::min(first, i);
+                        ++count;
+                    }
+                d = poison_diff(p.data(), n, poison, first_offset);
+                EXPECT_EQ(d.count, count) << n << " at " << first_offset;
+                EXPECT_EQ(count, changed.size());
+                EXPECT_EQ(d.first, first);
+            }
+        }
     }
 }
 

@@ -897,6 +897,14 @@ TEST(Res01, PlanTwoGuardPoisonsSameInputs) {
     ASSERT_EQ(ps.size(), 3u);
     EXPECT_EQ(ps[2].id, "RES-01/index-clamp");
     EXPECT_TRUE(ps[2].out_of_range_indices);
+    // Every RES-01 probe asks the executor to look at the guards, and it survives the JSON that
+    // carries probes to the Python executor; the other gates' probes do not ask.
+    for (const auto& p : ps) {
+        EXPECT_TRUE(p.check_guards) << p.id;
+        EXPECT_TRUE(probe_from_json(to_json(p)).check_guards) << p.id;
+    }
+    for (const auto& p : ord02().plan(t.c, kSettings)) EXPECT_FALSE(p.check_guards) << p.id;
+    for (const auto& p : exc01().plan(t.c, kSettings)) EXPECT_FALSE(p.check_guards) << p.id;
 }
 
 TEST(Res01, GuardsIntactAndOutputsEqualPass) {
