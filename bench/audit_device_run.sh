@@ -6,6 +6,10 @@
 #   gpu-tests  the Python bridge's GPU tests (pytest -k cuda)
 #   redteam    kcv redteam --device cuda: the CUDA forms through kcv's own device mirrors
 #   redteam-bg the same in the background, beside the steps after it
+#   profile-bg:NAME:I  bench/battery_profile.py on entry I of corpus NAME (cProfile of its gates), in
+#              the background beside the steps after it
+#   disputes-bg:NAME   kcv disputes on the journal of NAME, shrinking each packet's input on the GPU
+#              (DISPUTES_N packets), in the background
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -47,7 +51,17 @@ for step in $STEPS; do
       [ $rc -eq 0 ] || { tail -40 "$LOG/build.log"; exit 1; }
       ;;
     gpu-tests)
-      timeout "$(cap 180 20)" python3 -m pytest tests/python -k cuda -q -p no:cacheprovider 2>&1 | tail -25 | tee "$LOG/gpu_tests.log"
+      timeout "$(cap 180 20)" python3 -m pytest tests/python -k "cuda or gpu" -q -rs -p no:cacheprovider 2>&1 | tail -40 | tee "$LOG/gpu_tests.log"
+      ;;
+    profile-bg:*)
+      spec=${step#profile-bg:}; name=${spec%%:*}; index=${spec#*:}
+      ( timeout "$(cap 300 30)" python3 bench/battery_profile.py ".corpora/$name/corpus.jsonl" --index "$index" \
+          --device "$DEVICE" --out "$LOG/profile_$name" > "$LOG/profile_$name.log" 2>&1 ) &
+      ;;
+    disputes-bg:*)
+      name=${step#disputes-bg:}
+      ( timeout "$(cap 400 30)" kcv disputes ".corpora/journals/$name.jsonl" --sample "${DISPUTES_N:-4}" \
+          --max-trials "${DISPUTES_TRIALS:-16}" --out "$LOG/disputes_$name" > "$LOG/disputes_$name.log" 2>&1 ) &
       ;;
     redteam)
       timeout "$(cap 240 20)" kcv redteam --device cuda --json "$LOG/redteam_cuda.json" 2>&1 | tail -45 | tee "$LOG/redteam_cuda.log"
