@@ -3,7 +3,9 @@
 # and its log; everything comes back as one archive, $LOG/audit.tgz (the machine returns few files):
 #   build      pip install of kcv (the CUDA forms of the kernels and the guarded allocator too),
 #              with the header-only dependencies carried in .device/include
-#   gpu-tests  the Python bridge's GPU tests (pytest -k cuda)
+#   gpu-tests  the Python bridge's GPU tests (test_gpu.py, and test_gdn_ops.py -k cuda), a module per
+#              interpreter
+#   imports    which import orders of torch and kcv a fresh interpreter survives on this machine
 #   redteam    kcv redteam --device cuda: the CUDA forms through kcv's own device mirrors
 #   redteam-bg the same in the background, beside the steps after it
 #   profile-bg:NAME:I  bench/battery_profile.py on entry I of corpus NAME (cProfile of its gates), in
@@ -51,7 +53,26 @@ for step in $STEPS; do
       [ $rc -eq 0 ] || { tail -40 "$LOG/build.log"; exit 1; }
       ;;
     gpu-tests)
-      timeout "$(cap 180 20)" python3 -m pytest tests/python -k "cuda or gpu" -q -rs -p no:cacheprovider 2>&1 | tail -40 | tee "$LOG/gpu_tests.log"
+      # One module at a time, each in its own interpreter, so that a crash names its module and
+      # keeps the others' results; faulthandler prints where a crash happened.
+      for m in tests/python/test_gpu.py tests/python/test_gdn_ops.py; do
+        echo "-- $m" >> "$LOG/gpu_tests.log"
+        timeout "$(cap 150 20)" python3 -X faulthandler -m pytest "$m" -k "cuda or gpu" -q -rs -p no:cacheprovider \
+          > "$LOG/gpu_tests_$(basename "$m" .py).log" 2>&1
+        echo "exit $?" >> "$LOG/gpu_tests.log"
+        grep -m1 -A12 "Fatal Python error" "$LOG/gpu_tests_$(basename "$m" .py).log" >> "$LOG/gpu_tests.log"
+        tail -12 "$LOG/gpu_tests_$(basename "$m" .py).log" >> "$LOG/gpu_tests.log"
+      done
+      cat "$LOG/gpu_tests.log"
+      ;;
+    imports)
+      # Which order of imports a fresh interpreter survives: torch before kcv (the audit's
+      # workers) and kcv before torch (a script that imports kcv first).
+      for order in "import torch, kcv._core" "import kcv._core, torch" "import kcv, torch; torch.zeros(1, device='cuda')" \
+                   "import torch, kcv.worker; torch.zeros(1, device='cuda')"; do
+        timeout 60 python3 -X faulthandler -c "$order; print('ok')" > "$LOG/imports.tmp" 2>&1
+        echo "$order -> exit $?: $(grep -m1 -A6 'Fatal Python error' "$LOG/imports.tmp" | tr '\n' ' ' | cut -c1-600)" | tee -a "$LOG/imports.log"
+      done
       ;;
     profile-bg:*)
       spec=${step#profile-bg:}; name=${spec%%:*}; index=${spec#*:}
