@@ -37,6 +37,7 @@ KernelBench runs it; the gates run in a child with kcv's guarded allocator insta
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import json
@@ -115,6 +116,25 @@ def _device_lock_path(device) -> str:
     return os.path.join(tempfile.gettempdir(), f"kcv-gpu-{uuid}.lock")
 
 
+@contextlib.contextmanager
+def _device_lock(path: str, exclusive: bool):
+    """Holds a GPU's lock, shared or alone. flock lets shared holders come and go while a worker
+    waits to hold it alone, which can then wait for as long as its neighbours keep checking; so
+    every worker passes a turnstile (a second lock, held only while taking the first), and one
+    that waits to hold the device alone keeps the turnstile meanwhile: checks that start after it
+    wait behind it."""
+    with open(path + ".turn", "a") as turn, open(path, "a") as lock:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _out_of_memory(result: dict) -> bool:
     return str(result.get("error") or "").startswith("OutOfMemoryError")
 
@@ -136,20 +156,14 @@ def standard_check_sharing_device(session, check) -> dict:
         except torch.OutOfMemoryError as e:
             return failed_check(f"{type(e).__name__}: {e}")
 
-    with open(_device_lock_path(session.device), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        try:
-            result = attempt()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-        if not _out_of_memory(result):
-            return result
-        torch.cuda.empty_cache()
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            result = attempt()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    path = _device_lock_path(session.device)
+    with _device_lock(path, exclusive=False):
+        result = attempt()
+    if not _out_of_memory(result):
+        return result
+    torch.cuda.empty_cache()
+    with _device_lock(path, exclusive=True):
+        result = attempt()
         result["retried_alone"] = True
         return result
 

@@ -111,3 +111,54 @@ def test_on_a_shared_gpu_an_out_of_memory_check_runs_again_alone(tmp_path, monke
     result = worker.standard_check_sharing_device(_SharedGpuSession(), always_out_of_memory)
     assert result["tol_1e-2"] is False and result["error"].startswith("OutOfMemoryError")
     assert result["retried_alone"]
+
+
+def test_a_check_waiting_to_run_alone_is_not_starved_by_later_ones(tmp_path):
+    # flock alone grants shared holds while a worker waits to hold the device alone; the
+    # turnstile makes checks that start after it wait behind it.
+    import fcntl
+    import threading
+
+    import kcv.worker as worker
+
+    path = str(tmp_path / "gpu.lock")
+    running = threading.Event()
+    release = threading.Event()
+    order = []
+
+    def first_check():
+        with worker._device_lock(path, exclusive=False):
+            running.set()
+            release.wait(10)
+            order.append("shared, first")
+
+    def retry_alone():
+        with worker._device_lock(path, exclusive=True):
+            order.append("alone")
+
+    a = threading.Thread(target=first_check)
+    a.start()
+    assert running.wait(10)
+    b = threading.Thread(target=retry_alone)
+    b.start()
+    # While the retry waits for the first check, a newcomer cannot pass the turnstile.
+    with open(path + ".turn", "a") as turn:
+        for _ in range(200):
+            try:
+                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                break
+            fcntl.flock(turn, fcntl.LOCK_UN)
+            threading.Event().wait(0.01)
+        else:
+            raise AssertionError("the waiting retry does not hold the turnstile")
+    def later_check():
+        with worker._device_lock(path, exclusive=False):
+            order.append("shared, later")
+
+    late = threading.Thread(target=later_check)
+    late.start()
+    release.set()
+    for t in (a, b, late):
+        t.join(10)
+    assert order == ["shared, first", "alone", "shared, later"]
