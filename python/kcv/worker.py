@@ -164,8 +164,8 @@ def standard_check_sharing_device(session, check) -> dict:
     torch.cuda.empty_cache()
     with _device_lock(path, exclusive=True):
         result = attempt()
-        result["retried_alone"] = True
-        return result
+    result["retried_alone"] = True
+    return result
 
 
 def _gate_error(gate: str, code: str, reason: str, verdict: str = "error") -> dict:
