@@ -36,6 +36,7 @@ GuardDamage compare(const uint8_t* p, size_t n, const Poison& poison, size_t fir
 }  // namespace
 
 void poison_fill(uint8_t* p, size_t n, const Poison& poison, size_t first_offset) {
+    if (n == 0) return;   // p may be null then, which memset does not allow
     if (poison.kind == Poison::Kind::byte) {
         std::memset(p, poison.byte, n);
         return;
