@@ -325,7 +325,8 @@ def standard_check(session: Session, trials: int = 5) -> dict:
     """``run_and_check_correctness`` at atol = rtol = 1e-2 and at 1e-4 on the same outputs.
 
     Returns {"tol_1e-2", "tol_1e-4", "max_abs_diff", "trials", "passed_1e-2", "passed_1e-4",
-    "error"}: a trial that raises or changes the output's shape ends the check, as in KernelBench.
+    "error"}: a trial that raises or changes the output's shape ends the check, as in KernelBench;
+    one that raised adds "raised_by": "reference" or "candidate".
     """
     result = failed_check(session.load_error, trials)
     if session.load_error is not None:
@@ -342,11 +343,16 @@ def standard_check(session: Session, trials: int = 5) -> dict:
             model = session.original_model.to(device=device, dtype=precision)
             set_seed(trial_seed)
             model_new = session.custom_model.to(device=device, dtype=precision)
+            # KernelBench ends the check on any exception; the record also says whose it was,
+            # since casting every input to float32 can make the reference itself raise.
+            raised_by = "reference"
             try:
                 output = model(*inputs)
                 _synchronize(device)
+                raised_by = "candidate"
                 output_new = model_new(*inputs)
                 _synchronize(device)
+                raised_by = None
                 if output.shape != output_new.shape:
                     result["error"] = f"Output shape mismatch: Expected {output.shape}, got {output_new.shape}"
                     return result
@@ -359,6 +365,7 @@ def standard_check(session: Session, trials: int = 5) -> dict:
                     result["passed_1e-4"] += 1
             except Exception as e:
                 result["error"] = f"{type(e).__name__}: {e}"
+                result["raised_by"] = raised_by
                 return result
     result["tol_1e-2"] = result["passed_1e-2"] == trials
     result["tol_1e-4"] = result["passed_1e-4"] == trials

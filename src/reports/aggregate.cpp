@@ -64,7 +64,13 @@ std::string disagreement_reason(const nlohmann::json& j, bool label) {
     }
     std::ostringstream os;
     if (sc.contains("error") && sc["error"].is_string() && !sc["error"].get<std::string>().empty()) {
-        os << "the standard check raised here: " << first_line(sc["error"].get<std::string>());
+        // Whose call raised, where the record says (KernelBench casts every input to float32, so
+        // the reference itself can raise).
+        const std::string by = sc.contains("raised_by") && sc["raised_by"].is_string() ? sc["raised_by"].get<std::string>() : "";
+        if (by == "reference") os << "the standard check's reference raised here: ";
+        else if (by == "candidate") os << "the candidate raised in the standard check here: ";
+        else os << "the standard check raised here: ";
+        os << first_line(sc["error"].get<std::string>());
         return os.str();
     }
     os << (label ? "labelled correct, but " : "labelled incorrect, but ") << sc.value("passed_1e-2", 0) << " of "

@@ -313,13 +313,26 @@ TEST(Journal, ParityCountsCandidatesThatDoNotLoadAndSaysWhyItDisagrees) {
         {{"corpus_id", "d"}, {"gates", gates()},
          {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"error", std::string(300, 'x') + "\nmore"}}},
          {"label", {{"correctness", true}}}},
+        // The reference raised (integer targets cast to float32), and a candidate raised.
+        {{"corpus_id", "e"}, {"gates", gates()},
+         {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"error", "NotImplementedError: nll_loss"},
+                             {"raised_by", "reference"}}},
+         {"label", {{"correctness", true}}}},
+        {{"corpus_id", "f"}, {"gates", gates()},
+         {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"error", "AssertionError: fp16 only"},
+                             {"raised_by", "candidate"}}},
+         {"label", {{"correctness", true}}}},
     };
     const nlohmann::json s = aggregate(records);
     EXPECT_EQ(s["errors"], 2);
-    EXPECT_EQ(s["judged"], 2);
-    EXPECT_EQ(s["parity"]["compared"], 4);
+    EXPECT_EQ(s["judged"], 4);
+    EXPECT_EQ(s["parity"]["compared"], 6);
     EXPECT_EQ(s["parity"]["agree"], 1);
-    ASSERT_EQ(s["parity"]["disagreements"].size(), 3u);
+    ASSERT_EQ(s["parity"]["disagreements"].size(), 5u);
+    EXPECT_EQ(s["parity"]["disagreements"][3]["reason"],
+              "the standard check's reference raised here: NotImplementedError: nll_loss");
+    EXPECT_EQ(s["parity"]["disagreements"][4]["reason"],
+              "the candidate raised in the standard check here: AssertionError: fp16 only");
     EXPECT_EQ(s["parity"]["disagreements"][2]["reason"],
               "the standard check raised here: " + std::string(200, 'x') + "…");
     EXPECT_EQ(s["parity"]["disagreements"][0]["id"], "b");

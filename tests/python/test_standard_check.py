@@ -68,6 +68,28 @@ def test_a_raising_candidate_fails_with_its_error(tmp_path):
                    "        raise RuntimeError('no kernel image')\n")
     r = standard_check(open_session(problem("matmul"), bad, "cpu", str(tmp_path / "b")))
     assert not r["tol_1e-2"] and "no kernel image" in r["error"] and r["passed_1e-2"] == 0
+    assert r["raised_by"] == "candidate"
+
+
+def test_integer_targets_cast_to_float32_make_the_reference_raise(tmp_path):
+    # As KernelBench's check does, every input tensor is cast to float32, class indices too:
+    # the reference's own cross_entropy then refuses them, whatever the candidate does.
+    ref = tmp_path / "xent.py"
+    ref.write_text("import torch\n"
+                   "class Model(torch.nn.Module):\n"
+                   "    def forward(self, logits, targets):\n"
+                   "        return torch.nn.functional.cross_entropy(logits, targets)\n"
+                   "batch_size = 8\nnum_classes = 5\n"
+                   "def get_inputs():\n"
+                   "    return [torch.rand(batch_size, num_classes), torch.randint(0, num_classes, (batch_size,))]\n"
+                   "def get_init_inputs():\n    return []\n")
+    cand = tmp_path / "xent_new.py"
+    cand.write_text("import torch\n"
+                    "class ModelNew(torch.nn.Module):\n"
+                    "    def forward(self, logits, targets):\n"
+                    "        return torch.nn.functional.cross_entropy(logits, targets.long())\n")
+    r = standard_check(open_session(ref, cand, "cpu", str(tmp_path / "b")))
+    assert not r["tol_1e-2"] and r["error"] and r["raised_by"] == "reference", r
 
 
 class _SharedGpuSession:
