@@ -28,6 +28,10 @@ uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// The random poison's 8-byte word that holds byte `offset`; byte offset % 8 of it, little end
+// first, is the poison there.
+uint64_t random_word(uint64_t seed, size_t offset) { return mix64(seed ^ mix64(offset / 8)); }
+
 GuardDamage compare(const uint8_t* p, size_t n, const Poison& poison, size_t first_offset, bool before) {
     const PoisonDiff d = poison_diff(p, n, poison, first_offset);
     return GuardDamage{before, d.count ? d.first : 0, d.count};
@@ -45,7 +49,7 @@ void poison_fill(uint8_t* p, size_t n, const Poison& poison, size_t first_offset
     uint64_t word = 0;
     for (size_t i = 0; i < n; ++i) {
         const size_t off = first_offset + i;
-        if (i == 0 || off % 8 == 0) word = mix64(poison.seed ^ mix64(off / 8));
+        if (i == 0 || off % 8 == 0) word = random_word(poison.seed, off);
         p[i] = uint8_t(word >> (8 * (off % 8)));
     }
 }
@@ -63,7 +67,7 @@ PoisonDiff poison_diff(const uint8_t* p, size_t n, const Poison& poison, size_t 
     if (poison.kind == Poison::Kind::byte) std::memset(expect, poison.byte, 8);
     for (; i + 8 <= n; i += 8) {
         if (poison.kind == Poison::Kind::random) {
-            const uint64_t word = mix64(poison.seed ^ mix64((first_offset + i) / 8));
+            const uint64_t word = random_word(poison.seed, first_offset + i);
             for (size_t j = 0; j < 8; ++j) expect[j] = uint8_t(word >> (8 * j));
         }
         if (std::memcmp(p + i, expect, 8) == 0) continue;
@@ -77,7 +81,7 @@ PoisonDiff poison_diff(const uint8_t* p, size_t n, const Poison& poison, size_t 
 
 uint8_t Poison::at(size_t offset) const {
     if (kind == Kind::byte) return byte;
-    return uint8_t(mix64(seed ^ mix64(offset / 8)) >> (8 * (offset % 8)));
+    return uint8_t(random_word(seed, offset) >> (8 * (offset % 8)));
 }
 
 GuardedBuffer::GuardedBuffer(size_t bytes, size_t guard_bytes, Poison guard_poison)
