@@ -39,16 +39,17 @@ class _Events:
 def profile_entry(entry: dict, root: Path, device: str, gates: list[str] | None, out: Path, top: int) -> dict:
     from kcv import worker
 
-    request = {"reference": str(root / entry["problem"]), "candidate": str(root / entry["candidate"]),
-               "device": device, "seed": 0, "settings": {"build_dir": tempfile.mkdtemp(prefix="kcv-prof-")}}
-    if gates:
-        request["gates"] = gates
     events = _Events()
     profiler = cProfile.Profile()
-    began = time.perf_counter()
-    profiler.enable()
-    record = worker._judge(request, events, "gates")
-    profiler.disable()
+    with tempfile.TemporaryDirectory(prefix="kcv-prof-") as build_dir:
+        request = {"reference": str(root / entry["problem"]), "candidate": str(root / entry["candidate"]),
+                   "device": device, "seed": 0, "settings": {"build_dir": build_dir}}
+        if gates:
+            request["gates"] = gates
+        began = time.perf_counter()
+        profiler.enable()
+        record = worker._judge(request, events, "gates")
+        profiler.disable()
     wall = time.perf_counter() - began
     slug = entry["id"].replace("/", "_")
     profiler.dump_stats(out / f"{slug}.pstats")
