@@ -12,6 +12,9 @@
 #              the background beside the steps after it
 #   disputes-bg:NAME   kcv disputes on the journal of NAME, shrinking each packet's input on the GPU
 #              (DISPUTES_N packets), in the background
+#   gdn-bench  bench/gdn_bench.py: the recurrence ops of the installed package beside
+#              flash-linear-attention (fla-core, carried as a wheel in .whl/), at GDN.md's shapes, in
+#              one process (GDN_MEMBERS picks the members)
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -90,6 +93,14 @@ for step in $STEPS; do
     redteam-bg)
       # The same, beside the steps that follow (it uses one GPU process); waited for at the end.
       ( timeout "$(cap 300 20)" kcv redteam --device cuda --json "$LOG/redteam_cuda.json" > "$LOG/redteam_cuda.log" 2>&1 ) &
+      ;;
+    gdn-bench)
+      mkdir -p /tmp/fla-site
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla-site .whl/*.whl > "$LOG/gdn_bench.log" 2>&1
+      ( cd /tmp && PYTHONPATH=/tmp/fla-site timeout "$(cap 240 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
+          --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --fla-gated-bwd-despite-guard --json "$LOG/gdn_bench.json" ) \
+        2>&1 | grep -v Warning >> "$LOG/gdn_bench.log"
+      tail -30 "$LOG/gdn_bench.log"
       ;;
     audit:*)
       name=${step#audit:}
