@@ -26,6 +26,7 @@ import importlib.util
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -116,6 +117,38 @@ def override_constants(source: str, overrides: dict[str, int]) -> str:
         tail = lines[last][_byte_to_char(lines[last], value.end_col_offset) :]
         lines[first : last + 1] = [head + repr(new) + tail]
     return "".join(lines)
+
+
+def sizes_reach_models(source: str, names: set[str]) -> bool:
+    """Whether the problem's models could depend on the named size constants other than through
+    get_init_inputs(): a function or class of the module (get_inputs and get_init_inputs aside)
+    that reads one of them, or a module-level value computed from one. Where they cannot, the
+    models built for two sizes with equal init arguments are the same models."""
+    if not names:
+        return False
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True
+
+    def reads(node: ast.AST, tainted: set[str]) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in tainted for n in ast.walk(node))
+
+    tainted = set(names)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("get_inputs",
+                                                                                        "get_init_inputs"):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if reads(node, tainted):
+                return True
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if node.value is not None and reads(node.value, tainted):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif reads(node, tainted):
+            return True
+    return False
 
 
 def _byte_to_char(line: str, byte_offset: int) -> int:
@@ -325,8 +358,8 @@ def standard_check(session: Session, trials: int = 5) -> dict:
     """``run_and_check_correctness`` at atol = rtol = 1e-2 and at 1e-4 on the same outputs.
 
     Returns {"tol_1e-2", "tol_1e-4", "max_abs_diff", "trials", "passed_1e-2", "passed_1e-4",
-    "error"}: a trial that raises or changes the output's shape ends the check, as in KernelBench;
-    one that raised adds "raised_by": "reference" or "candidate".
+    "error", "phases_s"}: a trial that raises or changes the output's shape ends the check, as in
+    KernelBench; one that raised adds "raised_by": "reference" or "candidate".
     """
     result = failed_check(session.load_error, trials)
     if session.load_error is not None:
@@ -335,23 +368,40 @@ def standard_check(session: Session, trials: int = 5) -> dict:
     torch.manual_seed(session.seed)
     trial_seeds = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(trials)]
     worst = 0.0
+    # Where the check's time goes (seconds, summed over the trials): making the inputs on the host
+    # and moving them, moving the models, each model's calls, and the comparisons.
+    phases = result["phases_s"] = dict.fromkeys(("inputs", "models", "reference", "candidate", "compare"), 0.0)
+    clock = time.perf_counter
+
+    def lap(phase: str, began: float) -> float:
+        now = clock()
+        phases[phase] += now - began
+        return now
+
     with torch.no_grad():
         for trial_seed in trial_seeds:
+            began = clock()
             set_seed(trial_seed)
             inputs = [process_input(x, device, precision) for x in session.get_inputs()]
+            _synchronize(device)
+            began = lap("inputs", began)
             set_seed(trial_seed)
             model = session.original_model.to(device=device, dtype=precision)
             set_seed(trial_seed)
             model_new = session.custom_model.to(device=device, dtype=precision)
+            _synchronize(device)
+            began = lap("models", began)
             # KernelBench ends the check on any exception; the record also says whose it was,
             # since casting every input to float32 can make the reference itself raise.
             raised_by = "reference"
             try:
                 output = model(*inputs)
                 _synchronize(device)
+                began = lap("reference", began)
                 raised_by = "candidate"
                 output_new = model_new(*inputs)
                 _synchronize(device)
+                began = lap("candidate", began)
                 raised_by = None
                 if output.shape != output_new.shape:
                     result["error"] = f"Output shape mismatch: Expected {output.shape}, got {output_new.shape}"
@@ -363,6 +413,7 @@ def standard_check(session: Session, trials: int = 5) -> dict:
                     result["passed_1e-2"] += 1
                 if torch.allclose(output, output_new, atol=1e-4, rtol=1e-4):
                     result["passed_1e-4"] += 1
+                lap("compare", began)
             except Exception as e:
                 result["error"] = f"{type(e).__name__}: {e}"
                 result["raised_by"] = raised_by

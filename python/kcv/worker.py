@@ -19,7 +19,8 @@ Events (JSON lines on stdout)::
     {"event": "record", "id", "record": Record}
 
 Every record carries ``timing``: seconds per stage, measured here with ``time.perf_counter``
-(``startup_s``: the imports; ``load_s``: the candidate's build and load; ``standard_check_s``,
+(``startup_s``: the imports; ``load_s``: the candidate's build and load; ``standard_check_s``
+with its phases in ``standard_check_phases_s``,
 ``reference_s``, ``gates_s`` by gate id, ``total_s``); a
 stage that did not run is absent.
 
@@ -377,6 +378,8 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
         finally:
             set_precision_flags(candidate_flags)
         timing.stage("standard_check_s", began)
+        # What a clock decides goes with the timing, so that the record stays a function of its inputs.
+        timing.times["standard_check_phases_s"] = record["standard_check"].pop("phases_s", {})
         if part == "standard":
             return timing.end(record)
 
@@ -496,8 +499,9 @@ def _join_timing(standard: dict, gates: dict) -> dict:
     for key in ("startup_s", "load_s"):
         if key in standard:
             joined[key] = standard[key] + gates.get(key, 0.0)
-    if "standard_check_s" in standard:
-        joined["standard_check_s"] = standard["standard_check_s"]
+    for key in ("standard_check_s", "standard_check_phases_s"):
+        if key in standard:
+            joined[key] = standard[key]
     joined["total_s"] = standard.get("total_s", 0.0) + gates.get("total_s", 0.0)
     return joined
 

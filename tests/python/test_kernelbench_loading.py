@@ -110,3 +110,37 @@ def test_backend_detection():
     assert detect_backend("from triton import language as tl\n") == "triton"
     assert detect_backend(read_source(candidate("matmul_correct"))) == "cuda"
     assert detect_backend("# import triton in a comment\nx = 1\n") == "cuda"
+
+
+_SIZED = '''
+import torch
+batch_size = 16
+dim = 4
+hidden = dim * 2
+def helper(x):
+    return x
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.l = torch.nn.Linear(n, hidden)
+    def forward(self, x):
+        return helper(self.l(x))
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+def get_init_inputs():
+    return [dim]
+'''
+
+
+def test_sizes_reach_models_follows_derived_constants_into_classes_and_functions():
+    from kcv.kernelbench import sizes_reach_models
+
+    # batch_size is read only by get_inputs: models at any batch are the same models.
+    assert not sizes_reach_models(_SIZED, {"batch_size"})
+    assert not sizes_reach_models(_SIZED, set())
+    # dim reaches the Linear through hidden, a module-level value computed from it.
+    assert sizes_reach_models(_SIZED, {"dim"})
+    assert sizes_reach_models(_SIZED, {"batch_size", "dim"})
+    # A module-level function that reads a size counts, since a model may call it.
+    assert sizes_reach_models(_SIZED.replace("return x\n", "return x.view(batch_size, -1)\n"), {"batch_size"})
+    assert sizes_reach_models("def broken(:\n", {"batch_size"})

@@ -184,3 +184,16 @@ def test_a_check_waiting_to_run_alone_is_not_starved_by_later_ones(tmp_path):
     for t in (a, b, late):
         t.join(10)
     assert order == ["shared, first", "alone", "shared, later"]
+
+
+def test_the_check_says_where_its_time_went(tmp_path):
+    # The worker moves these into the record's timing (test_verify_api.py).
+    import time
+
+    began = time.perf_counter()
+    result = check("matmul", "matmul_correct", tmp_path)
+    elapsed = time.perf_counter() - began
+    phases = result["phases_s"]
+    assert set(phases) == {"inputs", "models", "reference", "candidate", "compare"}
+    assert all(v >= 0.0 for v in phases.values()) and phases["reference"] > 0.0 and phases["candidate"] > 0.0
+    assert sum(phases.values()) <= elapsed

@@ -122,7 +122,11 @@ def test_the_same_source_and_seed_give_the_same_record(three_ways):
 def test_timing_of_every_stage(three_ways):
     for how, r in three_ways.items():
         t = r.timing
-        assert set(t) == {"startup_s", "load_s", "standard_check_s", "reference_s", "gates_s", "total_s"}, (how, t)
+        assert set(t) == {"startup_s", "load_s", "standard_check_s", "standard_check_phases_s", "reference_s",
+                          "gates_s", "total_s"}, (how, t)
+        phases = t["standard_check_phases_s"]
+        assert set(phases) == {"inputs", "models", "reference", "candidate", "compare"}, (how, t)
+        assert 0 < sum(phases.values()) <= t["standard_check_s"], (how, t)
         assert set(t["gates_s"]) == set(GATES), (how, t)
         parts = [t["startup_s"], t["load_s"], t["standard_check_s"], t["reference_s"], *t["gates_s"].values()]
         assert all(isinstance(s, float) and s >= 0 for s in parts), (how, t)
