@@ -38,7 +38,7 @@ import torch
 from . import _core
 from . import allocator as alloc
 from .environment import CallEnv, run_call
-from .kernelbench import Problem, load_problem, set_seed
+from .kernelbench import Problem, load_problem, set_seed, sizes_reach_models
 from .reference import ReferencePrecisionError, as_float64, run_control, run_reference, widen
 from .task import Task, as_outputs
 
@@ -122,9 +122,14 @@ class Executor:
         self.flags = candidate_flags
         self.settings = dict(settings or {})
         self._models: Models | None = None
+        # The reference and the control of the latest init arguments: sizes that change only what
+        # get_inputs() makes (a batch, a length) need no new ones; the candidate is built anew.
+        self._shared: tuple | None = None
+        self._shared_names: set[str] = set()
         self.gpu_allocator = alloc.installed() if self.device.type == "cuda" else None
-        # y* by the sizes and the exact argument values: the control's run of a probe and the
-        # candidate's, repeated calls and gates that share inputs (ORD-01, ORD-03) need it once.
+        # y* (and the fp32 control's output) by the sizes and the exact argument values: the
+        # control's run of a probe and the candidate's, repeated calls and gates that share inputs
+        # (ORD-01, ORD-03) need each once.
         self._references: collections.OrderedDict[tuple, list[torch.Tensor]] = collections.OrderedDict()
         self._reference_bytes = 0
 
@@ -143,11 +148,18 @@ class Executor:
         set_seed(WEIGHT_SEED)
         init = [x.to(device=self.device, dtype=torch.float32) if isinstance(x, torch.Tensor) else x
                 for x in problem.get_init_inputs()]
+        shared_key = self._shared_key(overrides, init)
         with torch.no_grad():
-            set_seed(WEIGHT_SEED)
-            reference = as_float64(problem.Model(*init).to(self.device))
-            set_seed(WEIGHT_SEED)
-            control = problem.Model(*init).to(device=self.device, dtype=torch.float32)
+            if shared_key is not None and self._shared is not None and self._shared[0] == shared_key:
+                reference, control = self._shared[1], self._shared[2]
+            else:
+                self._shared = None
+                set_seed(WEIGHT_SEED)
+                reference = as_float64(problem.Model(*init).to(self.device))
+                set_seed(WEIGHT_SEED)
+                control = problem.Model(*init).to(device=self.device, dtype=torch.float32)
+                if shared_key is not None:
+                    self._shared = (shared_key, reference, control)
             candidate, error = None, ""
             try:
                 set_seed(WEIGHT_SEED)
@@ -162,6 +174,16 @@ class Executor:
         _unfreeze_at_exit()
         return self._models
 
+    def _shared_key(self, overrides: dict[str, int], init: list) -> tuple | None:
+        """What identifies the problem's models at these sizes (the init arguments), or None where
+        a size constant could reach the models some other way and each size builds its own."""
+        names = set(overrides) | set(self._shared_names)
+        if sizes_reach_models(self.task.source, names):
+            return None
+        self._shared_names |= set(overrides)
+        return tuple(f"{_core.content_hash(x.detach().cpu().contiguous())}{tuple(x.shape)}{x.dtype}"
+                     if isinstance(x, torch.Tensor) else f"{type(x).__name__}:{x!r}" for x in init)
+
     def _external_reference(self, dims: dict[str, int], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         """y* for inputs a gate made itself (EXC-02 flushes subnormals, PRC-03 rounds operands):
         the float64 Model at the probe's sizes; arguments that are not the task's tensors are
@@ -175,6 +197,7 @@ class Executor:
 
     def forget_models(self) -> None:
         self._models = None
+        self._shared = None
         gc.collect()
 
     # ----------------------------------------------------------------------------------------
@@ -282,7 +305,7 @@ class Executor:
                     index = outcomes.add_probe(contract, json.dumps(probe), [list(r.shape) for r in reference], "",
                                                injected)
                 self._call(probe, call, k, index, outcomes, m, model, args, storage, values, reference,
-                           reference_error, keep_alive)
+                           reference_error, keep_alive, key)
         except Exception as e:
             message = f"{type(e).__name__}: {e}"
             if index is None:
@@ -307,7 +330,7 @@ class Executor:
             self._reference_bytes -= sum(r.numel() * r.element_size() for r in old)
 
     def _call(self, probe, call, k, index, outcomes, m, model, args, storage, values, reference, reference_error,
-              keep_alive) -> None:
+              keep_alive, key: tuple) -> None:
         specs = self.task.document["outputs"]
         inputs_before = [_host(buf) for _, _, buf in storage]
         facts = {
@@ -366,16 +389,27 @@ class Executor:
         facts["input_hash_after"] = [_core.content_hash(_host(buf)) for _, _, buf in storage]
 
         controls, control_status = [], []
-        try:
-            ctl_args = list(args)
-            for pos, v in zip(self.task.positions, values):
-                ctl_args[pos] = v.to(self.device)
-            controls.append([_host(o) for o in run_control(m.control, ctl_args)])
+        # The control's output on these arguments, like y*, is needed once: a probe's control
+        # pass computes it and the candidate's pass of the same probe reads it back.
+        control_key = ("control", *key)
+        if control_key in self._references:
+            self._references.move_to_end(control_key)
+            controls.append(self._references[control_key])
             control_status.append(0)
-        except Exception:
-            controls.append([_poisoned(tuple(r.shape), _DTYPES[s["dtype"]], {"byte": 255})
-                             for r, s in zip(reference, specs)])
-            control_status.append(1)
+        else:
+            try:
+                ctl_args = list(args)
+                for pos, v in zip(self.task.positions, values):
+                    ctl_args[pos] = v.to(self.device)
+                control = [_host(o) for o in run_control(m.control, ctl_args)]
+                del ctl_args
+                self._remember_reference(control_key, control)
+                controls.append(control)
+                control_status.append(0)
+            except Exception:
+                controls.append([_poisoned(tuple(r.shape), _DTYPES[s["dtype"]], {"byte": 255})
+                                 for r, s in zip(reference, specs)])
+                control_status.append(1)
 
         outcomes.add_call(index, k, inputs_before, reference, reference_error, host, controls, control_status,
                           json.dumps(facts))

@@ -154,3 +154,51 @@ def test_gates_run_at_budget_sizes_that_keep_the_contract_shapes():
     for gate in ("ORD-01", "EXC-01"):
         r = judged(ex, gate)
         assert r["verdict"] == "pass", f"{gate}: {explain(r)}"
+
+
+def test_sizes_that_change_only_inputs_share_the_problems_models():
+    # matmul's Model reads no size constant: CMP-01's sizes build the reference and the control
+    # once and a candidate per size.
+    ex = executor_for("matmul", "matmul_correct")
+    a = ex.models({"M": 17})
+    reference, control, candidate = a.reference, a.control, a.candidate
+    b = ex.models({"M": 65})
+    assert b.reference is reference and b.control is control and b.candidate is not candidate
+    assert b.problem.context["M"] == 65
+    ex.forget_models()
+    assert ex.models({"M": 17}).reference is not reference
+
+
+def test_models_that_read_a_size_are_built_at_each_size(tmp_path):
+    import tempfile
+
+    from kcv.executor import Executor
+    from kcv.kernelbench import open_session
+    from kcv.reference import precision_flags
+    from kcv.task import describe
+    from conftest import candidate, problem
+
+    path = tmp_path / "sized.py"
+    path.write_text(problem("matmul").read_text().replace(
+        "super().__init__()", "super().__init__()\n        self.rows = M"))
+    session = open_session(path, candidate("matmul_correct"), "cpu", tempfile.mkdtemp())
+    settings = {"seed": 0, "quick": True}
+    ex = Executor(describe(path.read_text(), str(path), "cpu", settings), session.candidate.cls, "cpu",
+                  precision_flags(), settings)
+    a = ex.models({"M": 17})
+    b = ex.models({"M": 65})
+    assert b.reference is not a.reference and (a.reference.rows, b.reference.rows) == (17, 65)
+
+
+def test_the_control_runs_once_per_call_for_both_passes(monkeypatch):
+    import kcv.executor as executor_module
+
+    ex = executor_for("matmul", "matmul_correct")
+    runs = []
+    real = executor_module.run_control
+    monkeypatch.setattr(executor_module, "run_control", lambda m, a: runs.append(1) or real(m, a))
+    result, excluded = ex.run_gate_with_control("ORD-03")
+    calls = sum(len(p["calls"]) for p in ex.plan("ORD-03"))
+    assert not excluded and result["verdict"] == "pass", explain(result)
+    # The control pass computes the control's output; the candidate's pass reads it back.
+    assert 0 < len(runs) <= calls
