@@ -105,13 +105,14 @@ for step in $STEPS; do
     audit:*)
       name=${step#audit:}
       [ -f ".corpora/$name/corpus.jsonl" ] || { echo "no corpus .corpora/$name"; continue; }
+      before=$( (grep -c . ".corpora/journals/$name.jsonl" 2>/dev/null) || echo 0)
       timeout "$(cap "$AUDIT_S" 45)" python3 bench/verifier_bench.py ".corpora/$name/corpus.jsonl" --device "$DEVICE" \
         --workers-per-gpu "$WORKERS" --journal-out ".corpora/journals/$name.jsonl" --out "$LOG/$name" --trace \
         > "$LOG/audit_$name.full.log" 2>&1
       tail -c 3000 "$LOG/audit_$name.full.log" | tr '\r' '\n' | tail -25 | tee "$LOG/audit_$name.log"
       # Cut short by the limit: the journal keeps what finished; summarise it as it stands.
       python3 bench/verifier_bench.py --journal ".corpora/journals/$name.jsonl" --workers-per-gpu "$WORKERS" --device "$DEVICE" \
-        --out "$LOG/$name" > "$LOG/$name/table.md" 2>&1
+        --since "$before" --out "$LOG/$name" > "$LOG/$name/table.md" 2>&1
       kcv summary ".corpora/journals/$name.jsonl" > "$LOG/$name/summary.txt" 2>&1
       cp ".corpora/journals/$name.jsonl" "$LOG/$name/journal.jsonl"
       ;;

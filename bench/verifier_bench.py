@@ -18,7 +18,7 @@ GPU's time). The wall clock of the whole audit, builds included, is reported bes
 target is missed, the table says where the time goes: each gate's share of the battery.
 
   python3 bench/verifier_bench.py CORPUS [--problems DIR] --device cuda --out bench/results/verifier
-  python3 bench/verifier_bench.py --journal journal.jsonl --workers-per-gpu 4 --gpus 1
+  python3 bench/verifier_bench.py --journal journal.jsonl --workers-per-gpu 4 --gpus 1 [--since 55]
 """
 from __future__ import annotations
 
@@ -86,6 +86,16 @@ def analyse(records: list[dict], workers: int, gpus: int, wall_s: float | None, 
     busy_no_build = sum(float(r["timing"].get("total_s") or 0.0) - float(r["timing"].get("load_s") or 0.0)
                         for r in timed)
     gpu_hours = busy_no_build / max(1, workers) / 3600.0
+    # The same without KernelBench's own check, which an audit runs beside the gates for the
+    # differential: kcv's cost alone.
+    standard_busy = sum(float(r["timing"].get("standard_check_s") or 0.0) for r in timed)
+    gpu_hours_gates = (busy_no_build - standard_busy) / max(1, workers) / 3600.0
+    # Where the standard check's time goes (its phases, in records that have them).
+    phase_totals: dict[str, float] = {}
+    for r in loaded:
+        for phase, v in (r["timing"].get("standard_check_phases_s") or {}).items():
+            phase_totals[phase] = phase_totals.get(phase, 0.0) + float(v)
+    phase_sum = sum(phase_totals.values())
     ratios = [k["ratio"] for k in per_kernel]
     battery_sum = sum(k["battery_s"] for k in per_kernel)
     standard_sum = sum(k["standard_s"] for k in per_kernel)
@@ -103,6 +113,10 @@ def analyse(records: list[dict], workers: int, gpus: int, wall_s: float | None, 
         "startup_s_median": statistics.median([float(r["timing"].get("startup_s") or 0.0) for r in loaded])
         if loaded else None,
         "kernels_per_gpu_hour_excluding_builds": (len(timed) / gpu_hours / max(1, gpus)) if gpu_hours > 0 else None,
+        "kernels_per_gpu_hour_excluding_builds_and_standard_check":
+            (len(timed) / gpu_hours_gates / max(1, gpus)) if gpu_hours_gates > 0 else None,
+        "standard_check_share": {p: v / phase_sum for p, v in sorted(phase_totals.items(), key=lambda kv: -kv[1])}
+        if phase_sum > 0 else {},
         "wall_s": wall_s,
         "records_this_run": new_records,
         "kernels_per_hour_wall_including_builds": (new_records / wall_s * 3600.0) if wall_s and new_records else None,
@@ -134,6 +148,7 @@ def table(s: dict) -> str:
         f"| candidate build s, median (excluded) | {f(s['load_s_median'], '{:.3f}')} |",
         f"| worker start (imports) s, median (counted in the throughput) | {f(s['startup_s_median'], '{:.3f}')} |",
         f"| kernels per GPU-hour, builds excluded | {f(s['kernels_per_gpu_hour_excluding_builds'], '{:.0f}')} |",
+        f"| the same without the standard check (kcv's own cost) | {f(s['kernels_per_gpu_hour_excluding_builds_and_standard_check'], '{:.0f}')} |",
         f"| kernels per hour of wall clock, builds included ({s['records_this_run']} records this run) | {f(s['kernels_per_hour_wall_including_builds'], '{:.0f}')} |",
         f"| target ≤ 3× | {'met' if s['targets']['battery_at_most_3x_standard'] else 'missed'} |",
         f"| target ≥ 1,000 / GPU-hour | {'met' if s['targets']['at_least_1000_kernels_per_gpu_hour'] else 'missed'} |",
@@ -141,6 +156,9 @@ def table(s: dict) -> str:
     if s["battery_share"]:
         lines += ["", "where the battery's time goes:", "", "| stage | share |", "|---|---|"]
         lines += [f"| {g} | {100 * v:.1f}% |" for g, v in s["battery_share"].items()]
+    if s["standard_check_share"]:
+        lines += ["", "where the standard check's time goes:", "", "| phase | share |", "|---|---|"]
+        lines += [f"| {p} | {100 * v:.1f}% |" for p, v in s["standard_check_share"].items()]
     return "\n".join(lines)
 
 
@@ -157,11 +175,14 @@ def main() -> int:
     ap.add_argument("--trace", action="store_true", help="kcv audit --trace: each stage a worker enters, timed")
     ap.add_argument("--out", default="bench/results/verifier", help="folder for the summary (and the journal)")
     ap.add_argument("--journal-out", help="journal to write or resume (default: OUT/journal.jsonl)")
+    ap.add_argument("--since", type=int, default=None,
+                    help="with --journal: only the records after its first SINCE lines (one run's, measured "
+                         "with this run's workers and GPUs)")
     args = ap.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    wall, new_records = None, 0
+    wall, new_records, before = None, 0, args.since or 0
     if args.journal:
         journal = Path(args.journal)
     else:
@@ -172,7 +193,9 @@ def main() -> int:
         before = _count_lines(journal)
         wall = run_audit(args, journal)
         new_records = _count_lines(journal) - before
-    records = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    # The throughput is a property of one run (its workers, its GPUs): an audit that resumed a
+    # journal is measured on the records it added.
+    records = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()][before:]
     gpus = args.gpus or (1 if args.device == "cpu" else max(1, _visible_gpus()))
     s = analyse(records, args.workers_per_gpu, gpus, wall, new_records)
     s["journal"] = str(journal)
