@@ -5,7 +5,18 @@ repetitions; one process, one GPU, both implementations on the same inputs. Also
 largest difference between the two implementations' outputs at the first shape, relative to the
 largest output, as a cross-check.
 
-    python bench/gdn_bench.py [--members gdn,kda,gla,ssd] [--json out.json]
+Each shape also checks kcv's forward and backward at that shape against the float64 oracle
+(check_fwd_bwd; --no-check skips it): relative L2 error of o, dq, dk, dv and, where the member
+has them, dg and dbeta, on batch 0, q/k head 0 and its value heads, within flash-linear-attention's
+own bars (BARS).
+
+--results writes one entry per member and shape with both fwd+bwd times: baseline_ms and kcv_ms
+(fwd+bwd medians) and ratio = baseline_ms / kcv_ms, so a ratio above 1 means kcv is faster; the
+same for the forward alone under "fwd". --rows-from rebuilds the table and that file from the log
+of an earlier run, without a GPU.
+
+    python bench/gdn_bench.py [--members gdn,kda,gla,ssd] [--json rows.json] [--results results.json]
+    python bench/gdn_bench.py --rows-from gdn_bench.log --date 2026-11-30T17:45Z --results results.json
 
 Needs a CUDA device, libkcv_gdn_cuda.so (KCV_GDN_CUDA_LIB or a build tree) and fla-core.
 """
@@ -13,9 +24,14 @@ Needs a CUDA device, libkcv_gdn_cuda.so (KCV_GDN_CUDA_LIB or a build tree) and f
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
+import re
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -28,6 +44,18 @@ SHAPES = [  # (label, B, T, H, HV)
     ("B1 T32768 H16/HV32", 1, 32768, 16, 32),
 ]
 K = V = 128
+FLA_FUNCTIONS = {
+    "gdn": "fla.ops.gated_delta_rule.chunk_gated_delta_rule",
+    "kda": "fla.ops.kda.chunk_kda",
+    "gla": "fla.ops.gla.chunk_gla",
+    "ssd": "fla.ops.simple_gla.chunk_simple_gla",
+}
+# flash-linear-attention's bars for its chunked kernels against a reference, as relative L2 error
+# ||x - x*|| / ||x*|| (fla.utils.get_err_ratio; tests/ops/test_gated_delta.py, test_chunk).
+BARS = {"o": 0.005, "dq": 0.008, "dk": 0.008, "dv": 0.008, "dg": 0.02, "dbeta": 0.02}
+# Tokens times value heads the oracle checks per shape: its backward costs about 0.3 ms per token
+# and value head at K = V = 128 on one host core, so this keeps a check to about 2.5 s.
+CHECK_TOKENS = 8192
 
 
 def import_gdn():
@@ -46,9 +74,9 @@ def import_gdn():
         return module
 
 
-def make_inputs(member: str, B: int, T: int, H: int, HV: int, seed: int = 0):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    rnd = lambda *s: torch.randn(*s, generator=gen, device="cuda")  # noqa: E731
+def make_inputs(member: str, B: int, T: int, H: int, HV: int, seed: int = 0, device: str = "cuda"):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    rnd = lambda *s: torch.randn(*s, generator=gen, device=device)  # noqa: E731
     q = rnd(B, T, H, K)
     k = F.normalize(rnd(B, T, H, K), dim=-1)
     v = rnd(B, T, HV, V)
@@ -61,30 +89,76 @@ def make_inputs(member: str, B: int, T: int, H: int, HV: int, seed: int = 0):
     return q.bfloat16(), k.bfloat16(), v.bfloat16(), g, beta
 
 
-def implementations(member: str, gdn):
-    """(ours, fla's) as functions of (q, k, v, g, beta) returning o."""
-    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-    from fla.ops.gla import chunk_gla
-    from fla.ops.kda import chunk_kda
-    from fla.ops.simple_gla import chunk_simple_gla
-
-    def repeat(q, k, v):
-        r = v.shape[2] // q.shape[2]
-        return (q.repeat_interleave(r, dim=2), k.repeat_interleave(r, dim=2)) if r > 1 else (q, k)
-
-    ours = {
+def kcv_function(member: str, gdn):
+    """kcv's op as a function of (q, k, v, g, beta) returning o."""
+    return {
         "gdn": lambda q, k, v, g, b: gdn.chunk_gated_delta_rule(q, k, v, g, b)[0],
         "kda": lambda q, k, v, g, b: gdn.chunk_kda(q, k, v, g, b)[0],
         "gla": lambda q, k, v, g, b: gdn.chunk_gla(q, k, v, g)[0],
         "ssd": lambda q, k, v, g, b: gdn.chunk_simple_gla(q, k, v, g)[0],
     }[member]
-    theirs = {
-        "gdn": lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b, scale=K ** -0.5)[0],
-        "kda": lambda q, k, v, g, b: chunk_kda(q, k, v, g, b, scale=K ** -0.5)[0],
-        "gla": lambda q, k, v, g, b: chunk_gla(*repeat(q, k, v), v, g, scale=K ** -0.5)[0],
-        "ssd": lambda q, k, v, g, b: chunk_simple_gla(*repeat(q, k, v), v, g, scale=K ** -0.5)[0],
-    }[member]
-    return ours, theirs
+
+
+def fla_function(member: str):
+    """fla's op, likewise; fla's GLA and simple GLA take no grouped value heads, so q, k are repeated."""
+    module, name = FLA_FUNCTIONS[member].rsplit(".", 1)
+    fn = getattr(importlib.import_module(module), name)
+
+    def repeat(q, k, v):
+        r = v.shape[2] // q.shape[2]
+        return (q.repeat_interleave(r, dim=2), k.repeat_interleave(r, dim=2)) if r > 1 else (q, k)
+
+    if member in ("gdn", "kda"):
+        return lambda q, k, v, g, b: fn(q, k, v, g, b, scale=K ** -0.5)[0]
+    return lambda q, k, v, g, b: fn(*repeat(q, k, v), v, g, scale=K ** -0.5)[0]
+
+
+def rel_l2(x, ref) -> float:
+    """||x - ref|| / ||ref|| in float64."""
+    x, ref = (torch.as_tensor(t).detach().double().cpu() for t in (x, ref))
+    norm = ref.norm().item()
+    if not norm > 0:
+        raise ValueError("the reference is all zero, the comparison would prove nothing")
+    return (x - ref).norm().item() / norm
+
+
+def within_bars(errors: dict) -> bool:
+    return all(errors[name] <= BARS[name] for name in errors)  # NaN fails
+
+
+def check_fwd_bwd(member: str, fn, inputs, window: int, seed: int = 1) -> dict:
+    """fn's o and gradients at the full shape against the float64 oracle on batch 0, q/k head 0
+    and its r = HV/H value heads (value head j reads q/k head j // r), tokens [0, window).
+
+    A value head's recurrence reads no other value head's g, beta or v, so the slice is exact for
+    every member; dq and dk of head 0 sum over its r value heads, as the oracle's do. do is random
+    on the window and zero after it, so the slice's gradients depend on the window alone: the
+    oracle runs on the window's inputs (upcast from exactly what fn saw), and fn's gradients after
+    it must be zero. fn's o after the window is not checked."""
+    from kcv.gdn.oracle import oracle_backward, oracle_forward
+
+    q, T, H = inputs[0], inputs[0].shape[1], inputs[0].shape[2]
+    r = inputs[2].shape[2] // H
+    leaves = [None if x is None else x.detach().requires_grad_(True) for x in inputs]
+    o = fn(*leaves)
+    do = torch.randn(o.shape, generator=torch.Generator(device=o.device).manual_seed(seed), device=o.device)
+    do[:, window:] = 0
+    do = do.to(o.dtype)
+    o.backward(do)
+    cut = lambda x, heads: None if x is None else x.detach()[:1, :window, :heads].cpu()  # noqa: E731
+    part = [cut(x, heads) for x, heads in zip(inputs, (1, 1, r, r, r))]
+    scale = q.shape[-1] ** -0.5
+    with ThreadPoolExecutor(2) as pool:  # the oracle releases the GIL, so forward and backward overlap
+        fwd = pool.submit(oracle_forward, member, *part, scale=scale)
+        bwd = pool.submit(oracle_backward, member, *part, do=cut(do, r), scale=scale)
+        fwd, bwd = fwd.result(), bwd.result()
+    errors = {"o": rel_l2(o[:1, :window, :r], fwd["o"])}
+    for name, leaf, heads in zip(("dq", "dk", "dv", "dg", "dbeta"), leaves, (1, 1, r, r, r)):
+        if name in bwd:
+            ref = torch.zeros((1, T) + bwd[name].shape[2:], dtype=torch.float64)
+            ref[:, :window] = torch.from_numpy(bwd[name])
+            errors[name] = rel_l2(leaf.grad[:1, :, :heads], ref)
+    return errors
 
 
 def time_ms(fn, inputs, backward: bool) -> float:
@@ -103,30 +177,103 @@ def time_ms(fn, inputs, backward: bool) -> float:
                                    grad_to_none=[x for x in leaves if x is not None])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--members", default="gdn,kda,gla,ssd")
-    parser.add_argument("--shapes", default="all", help="comma-separated shape indices or 'all'")
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--impls", default="kcv,fla", help="which implementations to time")
-    parser.add_argument("--fla-gated-bwd-despite-guard", action="store_true",
-                        help="time fla's gated backward even where fla refuses it (Triton < 3.7.1 on Hopper "
-                             "computes it incorrectly): a speed reference only, labelled as such")
-    args = parser.parse_args()
+def baseline_name(member: str, versions: dict, bypassed: bool) -> str:
+    name = (f"fla-core {versions.get('fla-core', '(version not in log)')} {FLA_FUNCTIONS[member]}, "
+            f"Triton {versions.get('triton', '(version not in log)')}")
+    return name + ("; gated backward guard bypassed, speed reference only" if bypassed else "")
+
+
+def results(rows: list, device: str, date: str, versions: dict, bypassed: bool) -> list:
+    """One entry per row with both fwd+bwd times; ratio = baseline_ms / kcv_ms (above 1: kcv faster)."""
+    ratio = lambda base, ours: float(f"{base / ours:.4g}")  # noqa: E731
+    out = []
+    for r in rows:
+        if "kcv_fwdbwd_ms" not in r or "fla_fwdbwd_ms" not in r:
+            continue
+        entry = {"member": r["member"], "shape": r["shape"],
+                 "baseline": baseline_name(r["member"], versions, bypassed),
+                 "baseline_ms": r["fla_fwdbwd_ms"], "kcv_ms": r["kcv_fwdbwd_ms"],
+                 "ratio": ratio(r["fla_fwdbwd_ms"], r["kcv_fwdbwd_ms"]), "pass_fwd_bwd": r.get("pass_fwd_bwd")}
+        if "kcv_fwd_ms" in r and "fla_fwd_ms" in r:
+            entry["fwd"] = {"baseline_ms": r["fla_fwd_ms"], "kcv_ms": r["kcv_fwd_ms"],
+                            "ratio": ratio(r["fla_fwd_ms"], r["kcv_fwd_ms"])}
+        entry.update({key: r[key] for key in ("rel_l2", "check_window", "check_error") if key in r})
+        if "pass_fwd_bwd" not in r and "check_error" not in r:
+            entry["check_error"] = "no correctness check in this run"
+        entry.update(device=device, date=date)
+        out.append(entry)
+    return out
+
+
+def read_log(path: str):
+    """(rows, device, versions, bypassed) from the output of an earlier run."""
+    rows, device, versions, bypassed = [], None, {}, False
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a row cut short when the run was stopped
+                pass
+        elif m := re.match(r"device: (.+?), torch (\S+?)(?:, triton (\S+?), fla-core (\S+))?$", line):
+            device = m[1]
+            versions = {n: x for n, x in zip(("torch", "triton", "fla-core"), m.groups()[1:]) if x}
+        elif line.startswith("note: fla's gated backward guard bypassed"):
+            bypassed = True
+    if device is None:
+        raise ValueError(f"{path}: no 'device: NAME, torch X' line")
+    return rows, device, versions, bypassed
+
+
+def utc_iso(text: str) -> str:
+    """An ISO date-time in UTC; one without a zone is taken as UTC."""
+    when = datetime.fromisoformat(text)
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+
+
+def print_table(rows: list) -> None:
+    print("\n| member | shape | kcv fwd ms | fla fwd ms | kcv fwd+bwd ms | fla fwd+bwd ms | fla ÷ kcv, fwd+bwd "
+          "| fwd+bwd check |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = lambda key: f"{r[key]:.3f}" if key in r else "—"  # noqa: E731
+        both = "kcv_fwdbwd_ms" in r and "fla_fwdbwd_ms" in r
+        ratio = f"{r['fla_fwdbwd_ms'] / r['kcv_fwdbwd_ms']:.3g}" if both else "—"
+        check = {True: "pass", False: "FAIL", None: "—"}[r.get("pass_fwd_bwd")]
+        if "rel_l2" in r:
+            check += " (" + ", ".join(f"{n} {e:.2g}" for n, e in r["rel_l2"].items()) + ")"
+        print(f"| {r['member']} | {r['shape']} | {f('kcv_fwd_ms')} | {f('fla_fwd_ms')} | {f('kcv_fwdbwd_ms')} | "
+              f"{f('fla_fwdbwd_ms')} | {ratio} | {check} |" + (f" {r['error']}" if "error" in r else "")
+              + (f" check: {r['check_error']}" if "check_error" in r else ""))
+
+
+def run(args) -> tuple[list, str, dict, bool]:
+    import triton
+
     gdn = import_gdn()
     impls = args.impls.split(",")
+    bypassed = False
     if args.fla_gated_bwd_despite_guard:
         import fla.ops.common.chunk_o as chunk_o
 
         if not chunk_o.TRITON_ABOVE_3_7_1:
-            chunk_o.TRITON_ABOVE_3_7_1 = True
+            chunk_o.TRITON_ABOVE_3_7_1 = bypassed = True
             print("note: fla's gated backward guard bypassed; its fwd+bwd times are speed references only "
                   "(known incorrect results with this Triton on Hopper)")
     shapes = SHAPES if args.shapes == "all" else [SHAPES[int(i)] for i in args.shapes.split(",")]
+    device = torch.cuda.get_device_name()
+    versions = {"torch": torch.__version__, "triton": triton.__version__}
+    try:
+        from importlib.metadata import version
+
+        versions["fla-core"] = version("fla-core")
+    except Exception:  # fla not installed: kcv's times alone
+        pass
+    print(f"device: {device}, torch {torch.__version__}, triton {versions['triton']}, "
+          f"fla-core {versions.get('fla-core', 'absent')}")
     rows = []
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     for member in args.members.split(","):
-        ours, theirs = implementations(member, gdn)
+        ours = kcv_function(member, gdn)
+        theirs = fla_function(member) if "fla" in impls else None
         for index, (label, B, T, H, HV) in enumerate(shapes):
             inputs = make_inputs(member, B, T, H, HV)
             row = {"member": member, "shape": label}
@@ -140,18 +287,57 @@ def main() -> int:
                     row[f"{name}_fwdbwd_ms"] = time_ms(fn, inputs, True)
             except Exception as e:  # a failed configuration is reported, the others still run
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
+            if "kcv" in impls and not args.no_check:
+                row["check_window"] = window = max(1, min(T, args.check_tokens // (HV // H)))
+                try:
+                    start = time.perf_counter()
+                    row["rel_l2"] = errors = check_fwd_bwd(member, ours, inputs, window)
+                    row["pass_fwd_bwd"] = within_bars(errors)
+                    row["check_s"] = round(time.perf_counter() - start, 2)
+                except Exception as e:
+                    row["check_error"] = f"{type(e).__name__}: {e}"[:300]
             rows.append(row)
             print(json.dumps(row), flush=True)
             del inputs
             torch.cuda.empty_cache()
-    print("\n| member | shape | kcv fwd ms | fla fwd ms | kcv fwd+bwd ms | fla fwd+bwd ms |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        f = lambda key: f"{r[key]:.3f}" if key in r else "—"  # noqa: E731
-        print(f"| {r['member']} | {r['shape']} | {f('kcv_fwd_ms')} | {f('fla_fwd_ms')} | {f('kcv_fwdbwd_ms')} | "
-              f"{f('fla_fwdbwd_ms')} |" + (f" {r['error']}" if "error" in r else ""))
+    return rows, device, versions, bypassed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", default="gdn,kda,gla,ssd")
+    parser.add_argument("--shapes", default="all", help="comma-separated shape indices or 'all'")
+    parser.add_argument("--json", default=None, help="write the rows")
+    parser.add_argument("--results", default=None, help="write one entry per member and shape timed by both")
+    parser.add_argument("--impls", default="kcv,fla", help="which implementations to time")
+    parser.add_argument("--fla-gated-bwd-despite-guard", action="store_true",
+                        help="time fla's gated backward even where fla refuses it (Triton < 3.7.1 on Hopper "
+                             "computes it incorrectly): a speed reference only, labelled as such")
+    parser.add_argument("--no-check", action="store_true", help="skip the check against the float64 oracle")
+    parser.add_argument("--check-tokens", type=int, default=CHECK_TOKENS,
+                        help="tokens times value heads the oracle checks per shape (its cost is linear in it)")
+    parser.add_argument("--rows-from", default=None, help="rebuild the table and --results from this run log")
+    parser.add_argument("--date", default=None, help="with --rows-from: the UTC date-time the logged run began")
+    parser.add_argument("--versions", default=None,
+                        help="with --rows-from, versions the log's device line lacks: 'triton 3.6.0, fla-core 0.6.0'")
+    args = parser.parse_args(argv)
+    if args.rows_from:
+        if not args.date:
+            parser.error("--rows-from needs --date, the date-time of the logged run")
+        rows, device, versions, bypassed = read_log(args.rows_from)
+        if args.versions:
+            versions = {**dict(part.split() for part in args.versions.split(",")), **versions}
+        date = utc_iso(args.date)
+        print(f"device: {device}, {len(rows)} rows from {args.rows_from}")
+    else:
+        date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        rows, device, versions, bypassed = run(args)
+    print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.results:
+        entries = results(rows, device, date, versions, bypassed)
+        Path(args.results).write_text(json.dumps(entries, indent=1) + "\n")
     return 0
 
 

@@ -1,0 +1,130 @@
+"""bench/gdn_bench.py without a GPU: the oracle check of one shape on kcv's CPU ops (an exact
+answer passes, a perturbed one fails, tensor by tensor), the relative-L2 bars, and --rows-from
+on a small log."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+gdn = pytest.importorskip("kcv.gdn")
+core = pytest.importorskip("kcv._core")
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "gdn_bench.py"
+spec = importlib.util.spec_from_file_location("gdn_bench", BENCH)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+oracle = pytest.mark.skipif(not hasattr(core, "gdn_oracle_forward"),
+                            reason="kcv._core has no recurrence oracle bindings")
+
+# B 2 so the slice must pick batch 0, HV = 2 H so head 0's gradients must sum over its value
+# heads, a window shorter than T so the gradients after it must be zero.
+B, T, H, HV, WINDOW = 2, 40, 2, 4, 24
+
+
+def gradient_scaled(x, factor):
+    """x in the forward; its gradient times factor in the backward."""
+    return x + (factor - 1) * (x - x.detach())
+
+
+def gradient_leak(x, window):
+    """x, with a gradient after the window, where the exact one is zero, as large as the window's."""
+    x = x * 1
+    x.register_hook(lambda d: torch.cat([d[:, :window], d[:, window:] + d[:, :window].abs().mean()], dim=1))
+    return x
+
+
+def test_rel_l2_and_bars():
+    ref = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert bench.rel_l2(ref, ref) == 0
+    assert bench.rel_l2(torch.tensor([3.0, 4.05], dtype=torch.float64), ref.numpy()) == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="all zero"):
+        bench.rel_l2(ref, torch.zeros(2))
+    assert bench.within_bars({"o": 0.005, "dq": 0.008, "dg": 0.02})
+    assert not bench.within_bars({"o": 0.0051, "dq": 0.0})
+    assert not bench.within_bars({"o": 0.0, "dbeta": 0.0201})
+    assert not bench.within_bars({"o": math.nan})
+
+
+@oracle
+@pytest.mark.parametrize("member", ["gdn", "kda", "gla", "ssd"])
+def test_check_passes_the_exact_op_and_fails_each_perturbed_tensor(member):
+    inputs = bench.make_inputs(member, B, T, H, HV, seed=2, device="cpu")
+    ours = bench.kcv_function(member, gdn)
+    errors = bench.check_fwd_bwd(member, ours, inputs, WINDOW)
+    want = {"o", "dq", "dk", "dv", "dg"} | ({"dbeta"} if member in ("gdn", "kda") else set())
+    assert set(errors) == want
+    # The CPU op is exact up to its bf16 outputs (relative rounding 2^-9).
+    assert bench.within_bars(errors) and max(errors.values()) < 3e-3, errors
+    index = {"dq": 0, "dk": 1, "dv": 2, "dg": 3, "dbeta": 4}
+    for name in sorted(want - {"o"}):
+        def scaled(*x, i=index[name]):
+            return ours(*[gradient_scaled(t, 1.03) if j == i else t for j, t in enumerate(x)])
+
+        bad = bench.check_fwd_bwd(member, scaled, inputs, WINDOW)
+        assert not bench.within_bars(bad) and bad[name] > bench.BARS[name], (name, bad)
+        assert all(bad[n] == errors[n] for n in bad if n != name), (name, bad)
+    bad = bench.check_fwd_bwd(member, lambda *x: ours(*x) * 1.01, inputs, WINDOW)
+    assert bad["o"] > bench.BARS["o"] and not bench.within_bars(bad)
+    leak = bench.check_fwd_bwd(member, lambda q, k, *x: ours(q, gradient_leak(k, WINDOW), *x), inputs, WINDOW)
+    assert leak["dk"] > bench.BARS["dk"], leak
+
+
+@oracle
+def test_check_sees_a_value_head_mixed_up_with_another_group():
+    """Value head 1 fed from q/k head 1 (j % H instead of j // r) fails although head 0 is right."""
+    inputs = bench.make_inputs("gdn", B, T, H, HV, seed=3, device="cpu")
+    ours = bench.kcv_function("gdn", gdn)
+
+    def mixed(q, k, v, g, b):
+        order = torch.tensor([0, 2, 1, 3])  # value heads (0, 1 | 2, 3) -> (0, 2 | 1, 3)
+        o = ours(q, k, v[:, :, order], g[:, :, order], b[:, :, order])
+        return o[:, :, order]
+
+    bad = bench.check_fwd_bwd("gdn", mixed, inputs, WINDOW)
+    assert bad["o"] > bench.BARS["o"] and bad["dq"] > bench.BARS["dq"], bad
+
+
+LOG = """note: fla's gated backward guard bypassed; its fwd+bwd times are speed references only (known incorrect results)
+device: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, fla-core 0.6.0
+{"member": "gdn", "shape": "B4 T4096 H32", "kcv_fwd_ms": 20.0, "kcv_fwdbwd_ms": 80.0, "fla_fwd_ms": 1.0, "fla_fwdbwd_ms": 4.0, "check_window": 4096, "rel_l2": {"o": 0.002, "dq": 0.004}, "pass_fwd_bwd": true}
+{"member": "gdn", "shape": "B1 T8192 H96", "kcv_fwd_ms": 2.0, "kcv_fwdbwd_ms": 5.0, "fla_fwd_ms": 3.0, "fla_fwdbwd_ms": 10.0, "check_error": "RuntimeError: no oracle"}
+{"member": "kda", "shape": "B4 T4096 H32", "kcv_fwd_ms": 20.0, "error": "OutOfMemoryError: ..."}
+{"member": "kda", "shape": "B1 T8192 H96", "kcv_fwd_ms": 20.0, "kcv_fwdb
+"""
+
+
+def test_rows_from_log(tmp_path, capsys):
+    log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
+    log.write_text(LOG)
+    assert bench.main(["--rows-from", str(log), "--date", "2026-11-30T17:45Z", "--results", str(out)]) == 0
+    assert "| gdn | B1 T8192 H96 | 2.000 | 3.000 | 5.000 | 10.000 | 2 |" in capsys.readouterr().out
+    first, second = json.loads(out.read_text())  # the kda rows have no fwd+bwd pair
+    assert first["baseline"] == ("fla-core 0.6.0 fla.ops.gated_delta_rule.chunk_gated_delta_rule, Triton 3.6.0; "
+                                 "gated backward guard bypassed, speed reference only")
+    timed = (first["baseline_ms"], first["kcv_ms"], first["ratio"], first["fwd"]["ratio"])
+    assert timed == (4.0, 80.0, 0.05, 0.05)
+    assert first["pass_fwd_bwd"] is True and first["rel_l2"] == {"o": 0.002, "dq": 0.004}
+    assert (first["device"], first["date"]) == ("NVIDIA H200", "2026-11-30T17:45:00+00:00")
+    assert second["ratio"] == 2 and second["pass_fwd_bwd"] is None
+    assert second["check_error"] == "RuntimeError: no oracle"
+
+
+def test_rows_from_an_older_log_says_what_it_lacks(tmp_path):
+    log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
+    log.write_text("device: NVIDIA H200, torch 2.11.0+cu130\n" + LOG.splitlines()[3].replace("gdn", "gla") + "\n")
+    bench.main(["--rows-from", str(log), "--date", "2026-11-30T19:45+02:00", "--results", str(out)])
+    (entry,) = json.loads(out.read_text())
+    assert "version not in log" in entry["baseline"] and "bypassed" not in entry["baseline"]
+    assert entry["date"] == "2026-11-30T17:45:00+00:00"
+    bench.main(["--rows-from", str(log), "--date", "2026-11-30T17:45Z", "--results", str(out),
+                "--versions", "triton 3.6.0, fla-core 0.6.0"])
+    assert json.loads(out.read_text())[0]["baseline"].startswith("fla-core 0.6.0 fla.ops.gla.chunk_gla, Triton 3.6.0")
+    with pytest.raises(SystemExit):
+        bench.main(["--rows-from", str(log)])
