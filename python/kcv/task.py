@@ -177,8 +177,9 @@ def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], 
     """The free sizes with the largest halved (rounded up) until a call fits the budget. No size
     goes below 8 (or its own value): a batch or a channel count of one would be a different
     problem, and the budget is a goal, not a limit. A halving after which the problem no longer
-    has the contract's shapes (``fits``: a pooling window longer than the sequence, an output
-    size the contract holds as a number) is not made, and that size keeps its value."""
+    builds with the contract's named sizes (``fits``: a pooling window longer than the sequence)
+    is not made, and that size keeps its value; ``fits`` may give the call's shapes at the trial
+    sizes, where numbers in them follow the sizes."""
     floor = {n: min(v, PROBE_MIN_SIZE) for n, v in dims.items()}
     dims = dict(dims)
     kept: set[str] = set()
@@ -187,17 +188,29 @@ def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], 
         if largest is None:
             break
         trial = {**dims, largest: max(floor[largest], (dims[largest] + 1) // 2)}
-        if fits(trial):
+        got = fits(trial)
+        if got:
             dims = trial
+            if isinstance(got, list):  # the shapes at the trial sizes, numbers included
+                shapes = got
         else:
             kept.add(largest)
     return dims
 
 
-def _has_shapes(source: str, path: str, dims: dict[str, int], inputs: list, outputs: list) -> bool:
-    """Whether the problem at these sizes builds and has the contract's shapes there: each named
-    entry at its size, each number as it is. Outputs come from the meta device, or from a run on
-    the CPU for models that do not run there (the sizes are small by then)."""
+def _shapes_at(source: str, path: str, dims: dict[str, int], inputs: list, outputs: list) -> list | None:
+    """The contract's input shapes and the problem's output shapes at these sizes, or None."""
+    outs = _output_shapes_at(source, path, dims, inputs, outputs)
+    return None if outs is None else [list(x) for x in inputs] + [list(o) for o in outs]
+
+
+def _output_shapes_at(source: str, path: str, dims: dict[str, int], inputs: list, outputs: list) -> list | None:
+    """The problem's output shapes at these sizes, or None where it does not build or its shapes
+    there are not the contract's: each input entry at its size or its number, each named output
+    entry at its size. A number in an output (a pooled length, a convolution's output width) may
+    follow the sizes: the contract at the probe sizes holds it as it is there. Outputs come from the
+    meta device, or from a run on the CPU for models that do not run there (the sizes are small by
+    then)."""
     def at(shape: list) -> tuple:
         return tuple(dims[e] if isinstance(e, str) else e for e in shape)
 
@@ -206,9 +219,14 @@ def _has_shapes(source: str, path: str, dims: dict[str, int], inputs: list, outp
         s = meta_shapes(problem)
         outs = s.outputs if s.outputs is not None else real_output_shapes(problem, torch.device("cpu"))[0]
     except Exception:
-        return False
-    return ([tuple(x) for x in s.inputs] == [at(x) for x in inputs]
-            and [tuple(o) for o in outs] == [at(o) for o in outputs])
+        return None
+    outs = [tuple(o) for o in outs]
+    if [tuple(x) for x in s.inputs] != [at(x) for x in inputs] or len(outs) != len(outputs):
+        return None
+    for got, want in zip(outs, outputs):
+        if len(got) != len(want) or any(g < 1 or (isinstance(w, str) and g != dims[w]) for g, w in zip(got, want)):
+            return None
+    return outs
 
 
 def _sizes(dims: dict[str, int]) -> str:
@@ -276,9 +294,15 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
     problem_bytes = _call_bytes(shapes, dtypes, probe_dims)
     if problem_bytes > budget:
         scaled = _scaled_dims(shapes, dtypes, probe_dims, budget,
-                              lambda d: _has_shapes(source, path, d, input_shapes, output_shapes))
+                              lambda d: _shapes_at(source, path, d, input_shapes, output_shapes))
         try:
             meta_shapes(load_problem(source, path, scaled))
+            at_scaled = _output_shapes_at(source, path, scaled, input_shapes, output_shapes)
+            if at_scaled is None:
+                raise ValueError("the outputs at the probe sizes are not the contract's")
+            # The numbers of the outputs as they are at the probe sizes.
+            output_shapes = [[e if isinstance(e, str) else n for e, n in zip(shape, got)]
+                             for shape, got in zip(output_shapes, at_scaled)]
             notes.append(f"the problem's sizes ({_sizes(probe_dims)}) take {problem_bytes / 2**20:.0f} MiB per call, over "
                          f"the probe budget of {budget / 2**20:.0f} MiB: the gates probe at {_sizes(scaled)}; "
                          "the standard check runs at the problem's own sizes")

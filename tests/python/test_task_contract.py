@@ -124,11 +124,18 @@ def test_no_size_is_scaled_below_eight():
     assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("M", 8), ("K", 8), ("N", 8)]
 
 
-def test_a_size_the_output_holds_as_a_number_is_not_scaled():
-    # The pooled length is sequence_length - 12, a number in the contract: halving the sequence
-    # would give the gates a problem of other shapes (or none, once the window outgrows it).
+def test_a_number_in_the_output_follows_the_probe_sizes():
+    # The pooled length is sequence_length - 12, a number in the contract. At the probe sizes the
+    # contract holds it as it is there, so the sequence is scaled like any other size, the largest
+    # first: 4096 halves four times, and a call of 32 x 16 x 256 inputs and 32 x 16 x 244 outputs
+    # in f32 (1,024,000 bytes) fits the 1 MiB budget.
     t = task_of("pool_long")
-    assert [o["shape"] for o in t.document["outputs"]] == [["batch_size", "channels", 4084]]
-    assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("batch_size", 8), ("channels", 8),
-                                                                      ("sequence_length", 4096)]
-    assert any("the gates probe at batch_size = 8, channels = 8, sequence_length = 4096" in n for n in t.notes)
+    assert [o["shape"] for o in t.document["outputs"]] == [["batch_size", "channels", 244]]
+    assert [(d["name"], d["nominal"]) for d in t.document["dims"]] == [("batch_size", 32), ("channels", 16),
+                                                                      ("sequence_length", 256)]
+    assert any("the gates probe at batch_size = 32, channels = 16, sequence_length = 256" in n for n in t.notes)
+    # Not below the window's reach: with no budget to speak of, the sequence stops where the
+    # pooled length would no longer be positive.
+    t = task_of("pool_long", probe_budget_bytes=1)
+    seq = next(d["nominal"] for d in t.document["dims"] if d["name"] == "sequence_length")
+    assert seq - 12 >= 1 and t.document["outputs"][0]["shape"][2] == seq - 12
