@@ -309,6 +309,11 @@ TEST(Journal, ParityCountsCandidatesThatDoNotLoadAndSaysWhyItDisagrees) {
          {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"passed_1e-2", 3}, {"trials", 5},
                              {"max_abs_diff", 0.5}}},
          {"label", {{"correctness", true}}}},
+        // Labelled incorrect by a harness at 1e-4: passes here at 1e-2 only, which the reason says.
+        {{"corpus_id", "g"}, {"gates", gates()},
+         {"standard_check", {{"tol_1e-2", true}, {"tol_1e-4", false}, {"passed_1e-2", 5}, {"passed_1e-4", 0},
+                             {"trials", 5}, {"max_abs_diff", 0.0005}}},
+         {"label", {{"correctness", false}}}},
         // Loaded, labelled correct, the check raised a long error: its first line, shortened.
         {{"corpus_id", "d"}, {"gates", gates()},
          {"standard_check", {{"tol_1e-2", false}, {"tol_1e-4", false}, {"error", std::string(300, 'x') + "\nmore"}}},
@@ -325,15 +330,18 @@ TEST(Journal, ParityCountsCandidatesThatDoNotLoadAndSaysWhyItDisagrees) {
     };
     const nlohmann::json s = aggregate(records);
     EXPECT_EQ(s["errors"], 2);
-    EXPECT_EQ(s["judged"], 4);
-    EXPECT_EQ(s["parity"]["compared"], 6);
+    EXPECT_EQ(s["judged"], 5);
+    EXPECT_EQ(s["parity"]["compared"], 7);
     EXPECT_EQ(s["parity"]["agree"], 1);
-    ASSERT_EQ(s["parity"]["disagreements"].size(), 5u);
-    EXPECT_EQ(s["parity"]["disagreements"][3]["reason"],
-              "the standard check's reference raised here: NotImplementedError: nll_loss");
-    EXPECT_EQ(s["parity"]["disagreements"][4]["reason"],
-              "the candidate raised in the standard check here: AssertionError: fp16 only");
+    ASSERT_EQ(s["parity"]["disagreements"].size(), 6u);
     EXPECT_EQ(s["parity"]["disagreements"][2]["reason"],
+              "labelled incorrect, but 5 of 5 trials passed at 1e-2 here (0 at 1e-4, as labelled; "
+              "largest |difference| 0.0005)");
+    EXPECT_EQ(s["parity"]["disagreements"][4]["reason"],
+              "the standard check's reference raised here: NotImplementedError: nll_loss");
+    EXPECT_EQ(s["parity"]["disagreements"][5]["reason"],
+              "the candidate raised in the standard check here: AssertionError: fp16 only");
+    EXPECT_EQ(s["parity"]["disagreements"][3]["reason"],
               "the standard check raised here: " + std::string(200, 'x') + "…");
     EXPECT_EQ(s["parity"]["disagreements"][0]["id"], "b");
     EXPECT_EQ(s["parity"]["disagreements"][0]["reason"], "did not load here (load-failed): no nvcc");
