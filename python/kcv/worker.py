@@ -20,9 +20,9 @@ Events (JSON lines on stdout)::
 
 Every record carries ``timing``: seconds per stage, measured here with ``time.perf_counter``
 (``startup_s``: the imports; ``load_s``: the candidate's build and load; ``standard_check_s``
-with its phases in ``standard_check_phases_s``,
-``reference_s``, ``gates_s`` by gate id, ``total_s``); a
-stage that did not run is absent.
+with its phases in ``standard_check_phases_s``, ``reference_s``, ``gates_s`` by gate id and, for
+Triton candidates, ``standard_check_compile_s`` and ``gates_compile_s``: the part of the check's
+and of each gate's seconds that Triton spent compiling; ``total_s``); a stage that did not run is absent.
 
 This process is a relay: each request runs in a child process of its own, forked by a fork
 server that preloads torch and kcv and never initialises CUDA (never fork after CUDA is
@@ -286,6 +286,39 @@ def _child_main(request: dict, conn, part: str) -> None:
         conn.close()
 
 
+class _TritonCompileClock:
+    """Seconds Triton spends compiling the candidate's kernels (a new specialisation at each new
+    size or dtype, the configs an autotuner tries), from the hooks Triton calls before and after
+    each compilation (``triton.knobs.runtime``); hooks already there still run. The benchmarks
+    leave this time out with the candidate's build. ``seconds`` is None where this Triton has no
+    such hooks."""
+
+    def __init__(self):
+        self.seconds: float | None = None
+        self._started: list[float] = []
+        try:
+            from triton import knobs
+
+            runtime = knobs.runtime
+            before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+        except (ImportError, AttributeError):
+            return
+        self.seconds = 0.0
+
+        def cache_hook(*args, **kwargs):
+            skip = before(*args, **kwargs) if before else None
+            if not skip:
+                self._started.append(time.perf_counter())
+            return skip
+
+        def post_compile_hook(*args, **kwargs):
+            if self._started:
+                self.seconds += time.perf_counter() - self._started.pop()
+            return after(*args, **kwargs) if after else None
+
+        runtime.jit_cache_hook, runtime.jit_post_compile_hook = cache_hook, post_compile_hook
+
+
 class _Timing:
     """Seconds per stage of one record: ``stage`` and ``gate`` store the time since ``began``,
     ``end`` writes the timing and the total into the record."""
@@ -368,6 +401,7 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
     timing.stage("load_s", load_began)
     candidate_flags = precision_flags()
 
+    compiles = _TritonCompileClock() if session.candidate.backend == "triton" else None
     if part in ("all", "standard") and _probe_override(settings) is None:
         events.stage("standard_check")
         began = time.perf_counter()
@@ -380,6 +414,8 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
         timing.stage("standard_check_s", began)
         # What a clock decides goes with the timing, so that the record stays a function of its inputs.
         timing.times["standard_check_phases_s"] = record["standard_check"].pop("phases_s", {})
+        if compiles is not None and compiles.seconds is not None:
+            timing.times["standard_check_compile_s"] = compiles.seconds
         if part == "standard":
             return timing.end(record)
 
@@ -405,11 +441,14 @@ def _judge(request: dict, events: _Events, part: str) -> dict:
             continue
         events.stage(f"gate:{gate}")
         began = time.perf_counter()
+        compiled_before = compiles.seconds if compiles is not None else None  # None: no hooks
         try:
             result = _judge_gate(gate, executor, request, settings, events)
         except Exception as e:
             result = _gate_error(gate, "worker-error", f"{type(e).__name__}: {e}")
         seconds = timing.gate(gate, began)
+        if compiled_before is not None:
+            timing.times.setdefault("gates_compile_s", {})[gate] = compiles.seconds - compiled_before
         result = json.loads(_core.normalise_gate(json.dumps(sanitize(result))))
         events.send({"event": "gate", "result": result, "seconds": seconds})
         record["gates"].append(result)
@@ -499,7 +538,7 @@ def _join_timing(standard: dict, gates: dict) -> dict:
     for key in ("startup_s", "load_s"):
         if key in standard:
             joined[key] = standard[key] + gates.get(key, 0.0)
-    for key in ("standard_check_s", "standard_check_phases_s"):
+    for key in ("standard_check_s", "standard_check_phases_s", "standard_check_compile_s"):
         if key in standard:
             joined[key] = standard[key]
     joined["total_s"] = standard.get("total_s", 0.0) + gates.get("total_s", 0.0)
