@@ -297,12 +297,13 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
                               lambda d: _shapes_at(source, path, d, input_shapes, output_shapes))
         try:
             meta_shapes(load_problem(source, path, scaled))
-            at_scaled = _output_shapes_at(source, path, scaled, input_shapes, output_shapes)
-            if at_scaled is None:
-                raise ValueError("the outputs at the probe sizes are not the contract's")
-            # The numbers of the outputs as they are at the probe sizes.
-            output_shapes = [[e if isinstance(e, str) else n for e, n in zip(shape, got)]
-                             for shape, got in zip(output_shapes, at_scaled)]
+            if scaled != probe_dims:
+                at_scaled = _output_shapes_at(source, path, scaled, input_shapes, output_shapes)
+                if at_scaled is None:
+                    raise ValueError("the outputs at the probe sizes are not the contract's")
+                # The numbers of the outputs as they are at the probe sizes.
+                output_shapes = [[e if isinstance(e, str) else n for e, n in zip(shape, got)]
+                                 for shape, got in zip(output_shapes, at_scaled)]
             notes.append(f"the problem's sizes ({_sizes(probe_dims)}) take {problem_bytes / 2**20:.0f} MiB per call, over "
                          f"the probe budget of {budget / 2**20:.0f} MiB: the gates probe at {_sizes(scaled)}; "
                          "the standard check runs at the problem's own sizes")
