@@ -84,7 +84,9 @@ def test_same_seed_same_verdict():
     assert c["metric"] != a["metric"]   # other inputs, another worst ratio
 
 
-def test_sizes_where_the_reference_fails_are_skipped(tmp_path):
+def matmul_variant(path, old: str, new: str):
+    """An executor for the matmul problem with one edit, judged in quick mode on the CPU, and the
+    correct candidate."""
     import tempfile
 
     from kcv.executor import Executor
@@ -93,13 +95,16 @@ def test_sizes_where_the_reference_fails_are_skipped(tmp_path):
     from kcv.task import describe
     from conftest import candidate, problem
 
-    path = tmp_path / "even.py"
-    path.write_text(problem("matmul").read_text().replace(
-        "return torch.matmul(A, B)", "assert A.shape[0] % 2 == 0, 'M must be even'\n        return torch.matmul(A, B)"))
+    path.write_text(problem("matmul").read_text().replace(old, new))
     session = open_session(path, candidate("matmul_correct"), "cpu", tempfile.mkdtemp())
     settings = {"seed": 0, "quick": True}
-    task = describe(path.read_text(), str(path), "cpu", settings)
-    r = Executor(task, session.candidate.cls, "cpu", precision_flags(), settings).run_gate("CMP-01")
+    return Executor(describe(path.read_text(), str(path), "cpu", settings), session.candidate.cls, "cpu",
+                    precision_flags(), settings)
+
+
+def test_sizes_where_the_reference_fails_are_skipped(tmp_path):
+    r = matmul_variant(tmp_path / "even.py", "return torch.matmul(A, B)",
+                       "assert A.shape[0] % 2 == 0, 'M must be even'\n        return torch.matmul(A, B)").run_gate("CMP-01")
     skipped = {s["probe"] for s in r["detail"]["skipped"]}
     assert skipped == {"CMP-01/M=1", "CMP-01/M=17", "CMP-01/M=65", "CMP-01/M=129"}, r["detail"]
     assert r["verdict"] == "pass", explain(r)
@@ -170,21 +175,7 @@ def test_sizes_that_change_only_inputs_share_the_problems_models():
 
 
 def test_models_that_read_a_size_are_built_at_each_size(tmp_path):
-    import tempfile
-
-    from kcv.executor import Executor
-    from kcv.kernelbench import open_session
-    from kcv.reference import precision_flags
-    from kcv.task import describe
-    from conftest import candidate, problem
-
-    path = tmp_path / "sized.py"
-    path.write_text(problem("matmul").read_text().replace(
-        "super().__init__()", "super().__init__()\n        self.rows = M"))
-    session = open_session(path, candidate("matmul_correct"), "cpu", tempfile.mkdtemp())
-    settings = {"seed": 0, "quick": True}
-    ex = Executor(describe(path.read_text(), str(path), "cpu", settings), session.candidate.cls, "cpu",
-                  precision_flags(), settings)
+    ex = matmul_variant(tmp_path / "sized.py", "super().__init__()", "super().__init__()\n        self.rows = M")
     a = ex.models({"M": 17})
     b = ex.models({"M": 65})
     assert b.reference is not a.reference and (a.reference.rows, b.reference.rows) == (17, 65)
