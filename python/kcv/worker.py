@@ -22,7 +22,8 @@ Every record carries ``timing``: seconds per stage, measured here with ``time.pe
 (``startup_s``: the imports; ``load_s``: the candidate's build and load; ``standard_check_s``
 with its phases in ``standard_check_phases_s``, ``reference_s``, ``gates_s`` by gate id and, for
 Triton candidates, ``standard_check_compile_s`` and ``gates_compile_s``: the part of the check's
-and of each gate's seconds that Triton spent compiling; ``total_s``); a stage that did not run is absent.
+and of each gate's seconds that Triton spent compiling; ``total_s``); a stage that did not run
+is absent.
 
 This process is a relay: each request runs in a child process of its own, forked by a fork
 server that preloads torch and kcv and never initialises CUDA (never fork after CUDA is
