@@ -14,7 +14,8 @@
 #              (DISPUTES_N packets), in the background
 #   gdn-bench  bench/gdn_bench.py: the recurrence ops of the installed package beside
 #              flash-linear-attention (fla-core, carried as a wheel in .whl/), at GDN.md's shapes, in
-#              one process (GDN_MEMBERS picks the members)
+#              one process (GDN_MEMBERS picks the members, GDN_SHAPES the shapes by index: fla
+#              autotunes for minutes per member, so GDN_SHAPES=0 gets every member's first shape)
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -98,7 +99,8 @@ for step in $STEPS; do
       mkdir -p /tmp/fla-site
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla-site .whl/*.whl > "$LOG/gdn_bench.log" 2>&1
       ( cd /tmp && PYTHONPATH=/tmp/fla-site timeout "$(cap 240 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
-          --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --fla-gated-bwd-despite-guard --json "$LOG/gdn_bench.json" ) \
+          --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --shapes "${GDN_SHAPES:-all}" --fla-gated-bwd-despite-guard \
+          --json "$LOG/gdn_bench.json" --results "$LOG/gdn_results.json" ) \
         2>&1 | grep -v Warning >> "$LOG/gdn_bench.log"
       tail -30 "$LOG/gdn_bench.log"
       ;;
