@@ -177,7 +177,7 @@ class Executor:
     def _shared_key(self, overrides: dict[str, int], init: list) -> tuple | None:
         """What identifies the problem's models at these sizes (the init arguments), or None where
         a size constant could reach the models some other way and each size builds its own."""
-        names = set(overrides) | set(self._shared_names)
+        names = set(overrides) | self._shared_names
         if sizes_reach_models(self.task.source, names):
             return None
         self._shared_names |= set(overrides)

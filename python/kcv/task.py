@@ -173,13 +173,13 @@ def _call_bytes(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int]) -
 
 
 def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], budget: int,
-                 fits: Callable[[dict[str, int]], bool]) -> dict[str, int]:
-    """The free sizes with the largest halved (rounded up) until a call fits the budget. No size
-    goes below 8 (or its own value): a batch or a channel count of one would be a different
-    problem, and the budget is a goal, not a limit. A halving after which the problem no longer
-    builds with the contract's named sizes (``fits``: a pooling window longer than the sequence)
-    is not made, and that size keeps its value; ``fits`` may give the call's shapes at the trial
-    sizes, where numbers in them follow the sizes."""
+                 shapes_at: Callable[[dict[str, int]], list | None]) -> tuple[dict[str, int], list]:
+    """The free sizes with the largest halved (rounded up) until a call fits the budget, and the
+    call's shapes there. No size goes below 8 (or its own value): a batch or a channel count of one
+    would be a different problem, and the budget is a goal, not a limit. ``shapes_at`` gives the
+    call's shapes at trial sizes, numbers in the outputs following them, or None where the problem
+    no longer builds with the contract's named sizes (a pooling window longer than the sequence):
+    that halving is not made, and the size keeps its value."""
     floor = {n: min(v, PROBE_MIN_SIZE) for n, v in dims.items()}
     dims = dict(dims)
     kept: set[str] = set()
@@ -188,14 +188,12 @@ def _scaled_dims(shapes: list, dtypes: list[torch.dtype], dims: dict[str, int], 
         if largest is None:
             break
         trial = {**dims, largest: max(floor[largest], (dims[largest] + 1) // 2)}
-        got = fits(trial)
-        if got:
-            dims = trial
-            if isinstance(got, list):  # the shapes at the trial sizes, numbers included
-                shapes = got
+        got = shapes_at(trial)
+        if got is not None:
+            dims, shapes = trial, got
         else:
             kept.add(largest)
-    return dims
+    return dims, shapes
 
 
 def _shapes_at(source: str, path: str, dims: dict[str, int], inputs: list, outputs: list) -> list | None:
@@ -293,24 +291,16 @@ def describe(source: str, path: str, device: str | torch.device = "cpu", setting
     shapes = input_shapes + output_shapes
     problem_bytes = _call_bytes(shapes, dtypes, probe_dims)
     if problem_bytes > budget:
-        scaled = _scaled_dims(shapes, dtypes, probe_dims, budget,
-                              lambda d: _shapes_at(source, path, d, input_shapes, output_shapes))
-        try:
-            meta_shapes(load_problem(source, path, scaled))
-            if scaled != probe_dims:
-                at_scaled = _output_shapes_at(source, path, scaled, input_shapes, output_shapes)
-                if at_scaled is None:
-                    raise ValueError("the outputs at the probe sizes are not the contract's")
-                # The numbers of the outputs as they are at the probe sizes.
-                output_shapes = [[e if isinstance(e, str) else n for e, n in zip(shape, got)]
-                                 for shape, got in zip(output_shapes, at_scaled)]
-            notes.append(f"the problem's sizes ({_sizes(probe_dims)}) take {problem_bytes / 2**20:.0f} MiB per call, over "
-                         f"the probe budget of {budget / 2**20:.0f} MiB: the gates probe at {_sizes(scaled)}; "
-                         "the standard check runs at the problem's own sizes")
-            probe_dims = scaled
-        except Exception as e:
-            notes.append(f"the problem's sizes take {problem_bytes / 2**20:.0f} MiB per call, over the probe budget, "
-                         f"but it does not build at {_sizes(scaled)} ({type(e).__name__}): the gates probe at its own sizes")
+        # Every halving made was checked to build there, so the problem builds at these sizes.
+        scaled, scaled_shapes = _scaled_dims(shapes, dtypes, probe_dims, budget,
+                                             lambda d: _shapes_at(source, path, d, input_shapes, output_shapes))
+        # The numbers of the outputs as they are at the probe sizes.
+        output_shapes = [[e if isinstance(e, str) else n for e, n in zip(shape, got)]
+                         for shape, got in zip(output_shapes, scaled_shapes[len(input_shapes):])]
+        notes.append(f"the problem's sizes ({_sizes(probe_dims)}) take {problem_bytes / 2**20:.0f} MiB per call, over "
+                     f"the probe budget of {budget / 2**20:.0f} MiB: the gates probe at {_sizes(scaled)}; "
+                     "the standard check runs at the problem's own sizes")
+        probe_dims = scaled
 
     input_names = _input_names(nominal_problem, base.positions, base.count)
     output_names = ["output"] if len(out_shapes) == 1 else [f"output{i}" for i in range(len(out_shapes))]
