@@ -15,7 +15,8 @@
 #   gdn-bench  bench/gdn_bench.py: the recurrence ops of the installed package beside
 #              flash-linear-attention (fla-core, carried as a wheel in .whl/), at GDN.md's shapes, in
 #              one process (GDN_MEMBERS picks the members, GDN_SHAPES the shapes by index: fla
-#              autotunes for minutes per member, so GDN_SHAPES=0 gets every member's first shape)
+#              autotunes for minutes per member, so GDN_SHAPES=0 gets every member's first shape;
+#              GDN_IMPLS=kcv times kcv alone, GDN_PROFILE=1 adds kcv's time per kernel)
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -100,9 +101,10 @@ for step in $STEPS; do
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla-site .whl/*.whl > "$LOG/gdn_bench.log" 2>&1
       ( cd /tmp && PYTHONPATH=/tmp/fla-site timeout "$(cap 240 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
           --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --shapes "${GDN_SHAPES:-all}" --fla-gated-bwd-despite-guard \
+          --impls "${GDN_IMPLS:-kcv,fla}" ${GDN_PROFILE:+--profile} \
           --json "$LOG/gdn_bench.json" --results "$LOG/gdn_results.json" ) \
         2>&1 | grep -v Warning >> "$LOG/gdn_bench.log"
-      tail -30 "$LOG/gdn_bench.log"
+      tail -60 "$LOG/gdn_bench.log"
       ;;
     audit:*)
       name=${step#audit:}

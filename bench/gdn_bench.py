@@ -18,6 +18,10 @@ of an earlier run, without a GPU.
     python bench/gdn_bench.py [--members gdn,kda,gla,ssd] [--json rows.json] [--results results.json]
     python bench/gdn_bench.py --rows-from gdn_bench.log --date 2026-11-30T17:45Z --results results.json
 
+--profile adds kcv's CUDA time per kernel (torch.profiler), forward and forward + backward, to
+each row and prints it after the table: where the time goes. Member "la" (linear attention) is
+timed against fla's chunk_linear_attn with normalize=False, the plain recurrence.
+
 Needs a CUDA device, libkcv_gdn_cuda.so (KCV_GDN_CUDA_LIB or a build tree) and fla-core.
 """
 
@@ -45,11 +49,13 @@ SHAPES = [  # (label, B, T, H, HV)
 ]
 K = V = 128
 FLA_FUNCTIONS = {
+    "la": "fla.ops.linear_attn.chunk_linear_attn",
     "gdn": "fla.ops.gated_delta_rule.chunk_gated_delta_rule",
     "kda": "fla.ops.kda.chunk_kda",
     "gla": "fla.ops.gla.chunk_gla",
     "ssd": "fla.ops.simple_gla.chunk_simple_gla",
 }
+ORACLE_NAMES = {"la": "linear_attention"}  # the oracle's name where the bench's is shorter
 # flash-linear-attention's bars for its chunked kernels against a reference, as relative L2 error
 # ||x - x*|| / ||x*|| (fla.utils.get_err_ratio; tests/ops/test_gated_delta.py, test_chunk).
 BARS = {"o": 0.005, "dq": 0.008, "dk": 0.008, "dv": 0.008, "dg": 0.02, "dbeta": 0.02}
@@ -96,6 +102,7 @@ def kcv_function(member: str, gdn):
         "kda": lambda q, k, v, g, b: gdn.chunk_kda(q, k, v, g, b)[0],
         "gla": lambda q, k, v, g, b: gdn.chunk_gla(q, k, v, g)[0],
         "ssd": lambda q, k, v, g, b: gdn.chunk_simple_gla(q, k, v, g)[0],
+        "la": lambda q, k, v, g, b: gdn.chunk_linear_attn(q, k, v)[0],
     }[member]
 
 
@@ -110,6 +117,8 @@ def fla_function(member: str):
 
     if member in ("gdn", "kda"):
         return lambda q, k, v, g, b: fn(q, k, v, g, b, scale=K ** -0.5)[0]
+    if member == "la":  # fla normalises linear attention's output by default; the recurrence does not
+        return lambda q, k, v, g, b: fn(*repeat(q, k, v), v, scale=K ** -0.5, normalize=False)[0]
     return lambda q, k, v, g, b: fn(*repeat(q, k, v), v, g, scale=K ** -0.5)[0]
 
 
@@ -148,6 +157,7 @@ def check_fwd_bwd(member: str, fn, inputs, window: int, seed: int = 1) -> dict:
     cut = lambda x, heads: None if x is None else x.detach()[:1, :window, :heads].cpu()  # noqa: E731
     part = [cut(x, heads) for x, heads in zip(inputs, (1, 1, r, r, r))]
     scale = q.shape[-1] ** -0.5
+    member = ORACLE_NAMES.get(member, member)
     with ThreadPoolExecutor(2) as pool:  # the oracle releases the GIL, so forward and backward overlap
         fwd = pool.submit(oracle_forward, member, *part, scale=scale)
         bwd = pool.submit(oracle_backward, member, *part, do=cut(do, r), scale=scale)
@@ -175,6 +185,64 @@ def time_ms(fn, inputs, backward: bool) -> float:
 
     return triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median",
                                    grad_to_none=[x for x in leaves if x is not None])
+
+
+def kernel_name(key: str) -> str:
+    """'void kcv::gdn::cuda::state_scan_tc<1, true, __nv_bfloat16>(kcv::gdn::cuda::Dims, ...)' -> 'state_scan_tc'."""
+    depth, kept = 0, []
+    for ch in key.removeprefix("void "):
+        if ch == "(" and depth == 0 and kept:
+            break
+        depth += (ch == "<") - (ch == ">")
+        if depth == 0 and ch != ">":
+            kept.append(ch)
+    return "".join(kept).strip().split("::")[-1]
+
+
+def kernel_profile(fn, inputs, backward: bool, repeats: int = 3) -> dict:
+    """CUDA time per kernel (ms per call, summed over its launches) of fn, or of fn and its backward,
+    from torch.profiler over `repeats` calls after one warm-up call. Kernel names are cut to the
+    function's name (no namespace, template arguments or parameters)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    leaves = [x.detach().requires_grad_(backward) if x is not None else None for x in inputs]
+    do = torch.randn_like(fn(*inputs)) if backward else None
+
+    def call():
+        if backward:
+            fn(*leaves).backward(do)
+        else:
+            with torch.no_grad():
+                fn(*leaves)
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(repeats):
+            call()
+        torch.cuda.synchronize()
+    times: dict = {}
+    for event in prof.key_averages():
+        device_us = getattr(event, "device_time_total", None)
+        if device_us is None:
+            device_us = getattr(event, "cuda_time_total", 0)
+        if device_us <= 0 or event.key.startswith(("cudaLaunch", "cudaDevice", "cudaStream")):
+            continue
+        name = kernel_name(event.key)
+        times[name] = times.get(name, 0.0) + device_us / 1000 / repeats
+    return dict(sorted(times.items(), key=lambda item: -item[1]))
+
+
+def print_profile(rows: list) -> None:
+    for r in rows:
+        for phase in ("fwd", "fwdbwd"):
+            prof = r.get(f"profile_{phase}")
+            if not prof:
+                continue
+            total = sum(prof.values())
+            print(f"\n{r['member']} {r['shape']} {phase}: {total:.3f} ms of kernels")
+            for name, ms in prof.items():
+                print(f"  {ms:9.3f} ms {100 * ms / total:5.1f}%  {name}")
 
 
 def baseline_name(member: str, versions: dict, bypassed: bool) -> str:
@@ -285,6 +353,9 @@ def run(args) -> tuple[list, str, dict, bool]:
                 for name, fn in [(n, f) for n, f in (("kcv", ours), ("fla", theirs)) if n in impls]:
                     row[f"{name}_fwd_ms"] = time_ms(fn, inputs, False)
                     row[f"{name}_fwdbwd_ms"] = time_ms(fn, inputs, True)
+                if args.profile and "kcv" in impls:
+                    row["profile_fwd"] = kernel_profile(ours, inputs, False)
+                    row["profile_fwdbwd"] = kernel_profile(ours, inputs, True)
             except Exception as e:  # a failed configuration is reported, the others still run
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
             if "kcv" in impls and not args.no_check:
@@ -313,6 +384,8 @@ def main(argv=None) -> int:
     parser.add_argument("--fla-gated-bwd-despite-guard", action="store_true",
                         help="time fla's gated backward even where fla refuses it (Triton < 3.7.1 on Hopper "
                              "computes it incorrectly): a speed reference only, labelled as such")
+    parser.add_argument("--profile", action="store_true",
+                        help="also record kcv's CUDA time per kernel (torch.profiler), forward and fwd+bwd")
     parser.add_argument("--no-check", action="store_true", help="skip the check against the float64 oracle")
     parser.add_argument("--check-tokens", type=int, default=CHECK_TOKENS,
                         help="tokens times value heads the oracle checks per shape (its cost is linear in it)")
@@ -333,6 +406,7 @@ def main(argv=None) -> int:
         date = datetime.now(timezone.utc).isoformat(timespec="seconds")
         rows, device, versions, bypassed = run(args)
     print_table(rows)
+    print_profile(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.results:

@@ -53,12 +53,12 @@ def test_rel_l2_and_bars():
 
 
 @oracle
-@pytest.mark.parametrize("member", ["gdn", "kda", "gla", "ssd"])
+@pytest.mark.parametrize("member", ["gdn", "kda", "gla", "ssd", "la"])
 def test_check_passes_the_exact_op_and_fails_each_perturbed_tensor(member):
     inputs = bench.make_inputs(member, B, T, H, HV, seed=2, device="cpu")
     ours = bench.kcv_function(member, gdn)
     errors = bench.check_fwd_bwd(member, ours, inputs, WINDOW)
-    want = {"o", "dq", "dk", "dv", "dg"} | ({"dbeta"} if member in ("gdn", "kda") else set())
+    want = {"o", "dq", "dk", "dv"} | ({"dg"} if member != "la" else set()) | ({"dbeta"} if member in ("gdn", "kda") else set())
     assert set(errors) == want
     # The CPU op is exact up to its bf16 outputs (relative rounding 2^-9).
     assert bench.within_bars(errors) and max(errors.values()) < 3e-3, errors
@@ -128,3 +128,13 @@ def test_rows_from_an_older_log_says_what_it_lacks(tmp_path):
     assert json.loads(out.read_text())[0]["baseline"].startswith("fla-core 0.6.0 fla.ops.gla.chunk_gla, Triton 3.6.0")
     with pytest.raises(SystemExit):
         bench.main(["--rows-from", str(log)])
+
+
+def test_kernel_name_keeps_the_function_only():
+    key = ("void kcv::gdn::cuda::state_scan_tc<1, true, __nv_bfloat16>(kcv::gdn::cuda::Dims, "
+           "kcv::gdn::cuda::Workspace, kcv::gdn::cuda::ForwardArgs)")
+    assert bench.kernel_name(key) == "state_scan_tc"
+    nested = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+              "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
+    assert bench.kernel_name(nested) == "vectorized_elementwise_kernel"
+    assert bench.kernel_name("Memset (Device)") == "Memset"
