@@ -46,6 +46,19 @@ def test_compilations_are_left_out_of_the_battery_the_check_and_the_throughput()
     assert s["compile_timed"] == 1
 
 
+def test_a_standard_check_ended_by_the_candidates_error_is_left_out_of_the_ratio():
+    ran = record(4.0, {"CMP-01": 6.0, "ORD-01": 2.0})
+    crashed = record(0.0004, {"CMP-01": 21.0, "ORD-01": 0.3})
+    crashed["standard_check"] = {"error": "NameError: name 'math' is not defined", "tol_1e-2": False}
+    s = bench.analyse([ran, crashed], workers=1, gpus=1, wall_s=None)
+    assert s["compared"] == 1 and s["standard_check_errored"] == 1
+    assert s["ratio_median"] == pytest.approx(9.0 / 4.0)
+    # Its time still counts in the throughput: the audit spent it.
+    busy = ran["timing"]["total_s"] - 5.0 + crashed["timing"]["total_s"] - 5.0
+    assert s["kernels_per_gpu_hour_excluding_builds"] == pytest.approx(2 / (busy / 3600))
+    assert "left out of the ratio" in bench.table(s)
+
+
 def test_since_measures_one_runs_records(tmp_path, capsys, monkeypatch):
     journal = tmp_path / "journal.jsonl"
     earlier, later = record(1.0, {"CMP-01": 100.0}), record(2.0, {"CMP-01": 4.0})
