@@ -74,16 +74,17 @@ def _integer_value(node: ast.expr) -> int | None:
 
 
 def _constant_assignments(source: str) -> dict[str, ast.Assign]:
-    """Module-level ``name = <integer constant expression>``; the last assignment of a name wins."""
+    """Module-level ``name = <integer constant expression>``, chained ones (``height = width =
+    256``) giving each of their names; the last assignment of a name wins."""
     found: dict[str, ast.Assign] = {}
     for node in ast.parse(source).body:
         if (
             isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
+            and all(isinstance(t, ast.Name) for t in node.targets)
             and _integer_value(node.value) is not None
         ):
-            found[node.targets[0].id] = node
+            for target in node.targets:
+                found[target.id] = node
     return found
 
 
@@ -105,17 +106,25 @@ def override_constants(source: str, overrides: dict[str, int]) -> str:
     if unknown:
         raise KeyError(f"no module-level integer constant named {', '.join(unknown)}")
     lines = source.splitlines(keepends=True)
+    # One edit per statement. A plain assignment gets its value expression replaced. A chained
+    # one (height = width = 256) becomes one assignment per name on the same line, so that its
+    # names can take different values: height = 128; width = 256.
+    edits: dict[int, tuple[ast.Assign, dict[str, int]]] = {}
+    for name, v in overrides.items():
+        node = assignments[name]
+        edits.setdefault(id(node), (node, {}))[1][name] = int(v)
     # Edit from the end of the file so that earlier offsets stay valid.
-    spans = sorted(
-        ((assignments[n].value, int(v)) for n, v in overrides.items()),
-        key=lambda item: (item[0].lineno, item[0].col_offset),
-        reverse=True,
-    )
-    for value, new in spans:
-        first, last = value.lineno - 1, value.end_lineno - 1
-        head = lines[first][: _byte_to_char(lines[first], value.col_offset)]
-        tail = lines[last][_byte_to_char(lines[last], value.end_col_offset) :]
-        lines[first : last + 1] = [head + repr(new) + tail]
+    for node, values in sorted(edits.values(), key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        if len(node.targets) == 1:
+            span, text = node.value, repr(next(iter(values.values())))
+        else:
+            original = ast.get_source_segment(source, node.value)
+            span = node
+            text = "; ".join(f"{t.id} = {repr(values[t.id]) if t.id in values else original}" for t in node.targets)
+        first, last = span.lineno - 1, span.end_lineno - 1
+        head = lines[first][: _byte_to_char(lines[first], span.col_offset)]
+        tail = lines[last][_byte_to_char(lines[last], span.end_col_offset) :]
+        lines[first : last + 1] = [head + text + tail]
     return "".join(lines)
 
 

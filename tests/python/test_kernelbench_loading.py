@@ -50,6 +50,26 @@ def test_override_rewrites_only_the_values_and_derived_constants_follow():
     assert ctx["get_inputs"]()[0].shape == (16, 17)
 
 
+CHAINED = """import torch
+batch_size = 4
+height = width = 8 * 4  # square images
+def get_inputs():
+    return [torch.rand(batch_size, 3, height, width)]
+"""
+
+
+def test_a_chained_assignment_gives_each_name_its_own_size_constant():
+    assert size_constants(CHAINED) == {"batch_size": 4, "height": 32, "width": 32}
+    one = override_constants(CHAINED, {"height": 5})
+    assert "height = 5; width = 8 * 4  # square images\n" in one
+    both = override_constants(CHAINED, {"width": 7, "height": 5, "batch_size": 2})
+    assert "height = 5; width = 7  # square images\n" in both
+    ctx: dict = {}
+    exec(both, ctx)
+    assert ctx["get_inputs"]()[0].shape == (2, 3, 5, 7)
+    assert override_constants(CHAINED, {"batch_size": 1}).replace("batch_size = 1", "batch_size = 4") == CHAINED
+
+
 def test_override_of_an_unknown_constant_is_an_error():
     with pytest.raises(KeyError, match="scale"):
         override_constants(SOURCE, {"scale": 2})
