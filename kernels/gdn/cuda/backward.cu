@@ -1,0 +1,26 @@
+// The recurrence backward on the GPU, as a candidate for contracts/gdn-backward-<member>*.toml: the
+// CUDA kernels of gdn/cuda (version 2 on tensor cores for bf16/f16 inputs, version 1 for f32)
+// through their C interface, one library serving all five members by the contract's attributes
+// (gate, delta, scale, initial_state, final_state). How a call becomes the kernels' parameters,
+// and what the kernels refuse, is in gdn_call.cuh.
+// Build (from the repository root):
+//   nvcc -std=c++20 -O3 -shared -Xcompiler -fPIC,-fvisibility=hidden
+//        -gencode=arch=compute_90a,code=sm_90a -Iinclude -Ikernels/common
+//        kernels/gdn/cuda/backward.cu -o kcv_gdn_backward.so
+#include "gdn_call.cuh"
+
+KCV_EXPORT const char* kcv_kernel_name(void) { return "gdn_backward (CUDA recurrence kernels, sm_90a)"; }
+
+KCV_EXPORT const char* kcv_kernel_manifest(void) {
+    return R"j({"role": "candidate", "name": "gdn_backward", "device": "cuda",)j"
+           R"j( "description": "the recurrence backward of gdn/cuda: reverse state scan over chunks of 64, tensor cores for bf16/f16 inputs",)j"
+           R"j( "contracts": ["gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla",)j"
+           R"j( "gdn-backward-gdn", "gdn-backward-kda", "gdn-backward-linear-attention-bf16", "gdn-backward-ssd-bf16",)j"
+           R"j( "gdn-backward-gla-bf16", "gdn-backward-gdn-bf16", "gdn-backward-kda-bf16"]})j";
+}
+
+KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }
+
+KCV_EXPORT int kcv_kernel(const kcv_call* call) {
+    return kcvk::run_kernel(call, [](const kcv_call& c) { kcvk::gdn::run_recurrence(c, true); });
+}
