@@ -17,6 +17,11 @@
 #              one process (GDN_MEMBERS picks the members, GDN_SHAPES the shapes by index: fla
 #              autotunes for minutes per member, so GDN_SHAPES=0 gets every member's first shape;
 #              GDN_IMPLS=kcv times kcv alone, GDN_PROFILE=1 adds kcv's time per kernel)
+#   gdn-gates  kcv verify of the recurrence's CUDA kernels (kernels/gdn/cuda, built into the installed
+#              package by the build step) against every contracts/gdn-*.toml, bf16 (version 2, tensor
+#              cores) before f32 (version 1), GDN_JOBS at a time (default: the CPU count; the oracle and
+#              the CPU controls run beside each GPU candidate); the records in $LOG/gdn_gates/, a table
+#              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -105,6 +110,39 @@ for step in $STEPS; do
           --json "$LOG/gdn_bench.json" --results "$LOG/gdn_results.json" ) \
         2>&1 | grep -v Warning >> "$LOG/gdn_bench.log"
       tail -60 "$LOG/gdn_bench.log"
+      ;;
+    gdn-gates)
+      kdir=$(python3 -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("kcv").origin), "kernels"))')
+      mkdir -p "$LOG/gdn_gates"
+      ls "$kdir"/cuda/kcv_gdn_*.so > "$LOG/gdn_gates/candidates.txt" 2>&1 || { cat "$LOG/gdn_gates/candidates.txt"; continue; }
+      limit=$(cap "${GDN_GATES_S:-200}" 20)
+      # A contract cut off by the limit leaves no record; the table says so.
+      { ls contracts/gdn-*-bf16.toml; ls contracts/gdn-*.toml | grep -v -- '-bf16\.toml$'; } |
+        timeout "$limit" xargs -P "${GDN_JOBS:-$(nproc)}" -I{} bash -c '
+          c=$(basename "$1" .toml); kind=${c#gdn-}; kind=${kind%%-*}
+          kcv verify --contract "$1" --candidate "$2/cuda/kcv_gdn_$kind.so" --kernels "$2" --json "$3/$c.json" > "$3/$c.log" 2>&1
+          echo "$c exit $?" >> "$3/exits.txt"' _ {} "$kdir" "$LOG/gdn_gates"
+      python3 - "$LOG/gdn_gates" > "$LOG/gdn_gates/table.txt" <<'PY'
+import glob, json, os, sys
+d = sys.argv[1]
+names = sorted(os.path.basename(p)[:-5] for p in glob.glob("contracts/gdn-*.toml"))
+names.sort(key=lambda n: (not n.endswith("-bf16"), n))
+print(f"{'contract':38} {'verdict':8} {'seconds':>7}  failing gates / error")
+for n in names:
+    path = os.path.join(d, n + ".json")
+    if not os.path.exists(path):
+        print(f"{n:38} {'no record (cut off or crashed; see ' + n + '.log)'}")
+        continue
+    r = json.load(open(path))
+    err = r.get("error") or ""
+    if isinstance(err, dict):
+        err = f"{err.get('code', '')}: {err.get('message', '')}"
+    verdict = "error" if err else ("fail" if r.get("failed_gates") else "pass")
+    na = [g["id"] for g in r.get("gates", []) if g.get("verdict") == "n/a"]
+    detail = err or " ".join(r.get("failed_gates", [])) or ("n/a: " + " ".join(na) if na else "")
+    print(f"{n:38} {verdict:8} {r.get('seconds', 0):7.1f}  {detail}")
+PY
+      cat "$LOG/gdn_gates/table.txt"
       ;;
     audit:*)
       name=${step#audit:}
