@@ -16,12 +16,14 @@
 #              flash-linear-attention (fla-core, carried as a wheel in .whl/), at GDN.md's shapes, in
 #              one process (GDN_MEMBERS picks the members, GDN_SHAPES the shapes by index: fla
 #              autotunes for minutes per member, so GDN_SHAPES=0 gets every member's first shape;
-#              GDN_IMPLS=kcv times kcv alone, GDN_PROFILE=1 adds kcv's time per kernel)
+#              GDN_IMPLS=kcv times kcv alone, GDN_PROFILE=1 adds kcv's time per kernel, GDN_LIB runs
+#              another build of the kernels' library instead of the package's)
 #   gdn-gates  kcv verify of the recurrence's CUDA kernels (kernels/gdn/cuda, built into the installed
 #              package by the build step) against every contracts/gdn-*.toml, bf16 (version 2, tensor
 #              cores) before f32 (version 1), GDN_JOBS at a time (default: the CPU count; the oracle and
 #              the CPU controls run beside each GPU candidate); the records in $LOG/gdn_gates/, a table
-#              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step
+#              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step,
+#              GDN_CONTRACTS (an extended regular expression) picks contracts by file name
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -104,7 +106,7 @@ for step in $STEPS; do
     gdn-bench)
       mkdir -p /tmp/fla-site
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla-site .whl/*.whl > "$LOG/gdn_bench.log" 2>&1
-      ( cd /tmp && PYTHONPATH=/tmp/fla-site timeout "$(cap 240 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
+      ( cd /tmp && PYTHONPATH=/tmp/fla-site env ${GDN_LIB:+KCV_GDN_CUDA_LIB=$GDN_LIB} timeout "$(cap 240 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
           --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --shapes "${GDN_SHAPES:-all}" --fla-gated-bwd-despite-guard \
           --impls "${GDN_IMPLS:-kcv,fla}" ${GDN_PROFILE:+--profile} \
           --json "$LOG/gdn_bench.json" --results "$LOG/gdn_results.json" ) \
@@ -117,15 +119,15 @@ for step in $STEPS; do
       ls "$kdir"/cuda/kcv_gdn_*.so > "$LOG/gdn_gates/candidates.txt" 2>&1 || { cat "$LOG/gdn_gates/candidates.txt"; continue; }
       limit=$(cap "${GDN_GATES_S:-200}" 20)
       # A contract cut off by the limit leaves no record; the table says so.
-      { ls contracts/gdn-*-bf16.toml; ls contracts/gdn-*.toml | grep -v -- '-bf16\.toml$'; } |
+      { ls contracts/gdn-*-bf16.toml; ls contracts/gdn-*.toml | grep -v -- '-bf16\.toml$'; } | grep -E -- "${GDN_CONTRACTS:-.}" |
         timeout "$limit" xargs -P "${GDN_JOBS:-$(nproc)}" -I{} bash -c '
           c=$(basename "$1" .toml); kind=${c#gdn-}; kind=${kind%%-*}
           kcv verify --contract "$1" --candidate "$2/cuda/kcv_gdn_$kind.so" --kernels "$2" --json "$3/$c.json" > "$3/$c.log" 2>&1
           echo "$c exit $?" >> "$3/exits.txt"' _ {} "$kdir" "$LOG/gdn_gates"
-      python3 - "$LOG/gdn_gates" > "$LOG/gdn_gates/table.txt" <<'PY'
-import glob, json, os, sys
+      python3 - "$LOG/gdn_gates" "${GDN_CONTRACTS:-.}" > "$LOG/gdn_gates/table.txt" <<'PY'
+import glob, json, os, re, sys
 d = sys.argv[1]
-names = sorted(os.path.basename(p)[:-5] for p in glob.glob("contracts/gdn-*.toml"))
+names = sorted(os.path.basename(p)[:-5] for p in glob.glob("contracts/gdn-*.toml") if re.search(sys.argv[2], os.path.basename(p)))
 names.sort(key=lambda n: (not n.endswith("-bf16"), n))
 print(f"{'contract':38} {'verdict':8} {'seconds':>7}  failing gates / error")
 for n in names:
