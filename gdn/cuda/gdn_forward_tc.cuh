@@ -12,9 +12,12 @@
 //   chunk_output_tc: O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] as one product over the K + C
 //     concatenated columns.
 //   state_scan_tc: Δ = U − W S and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ per chunk step.
-// Still scalar: T = (I + A)⁻¹ (forward substitution, 64 dependent steps), the exponents (range
-// sums with Kahan's compensation) and the per-channel diagonal score blocks. Operands are read from shared or global memory element by element (no ldmatrix,
-// TMA or wgmma yet). Limits as version 1: K, V <= 128.
+// Still scalar: T = (I + A)⁻¹ (forward substitution, 64 dependent steps), the exponents (sums with
+// Kahan's compensation) and the per-channel diagonal score blocks. Version 2.1 takes a per-channel
+// gate's exponents from running sums, one addition each (anchor_subchunk_running,
+// diagonal_scores in gdn_mma.cuh, and e^{γ_C − γ_t} below), where version 1 sums every range
+// afresh. Operands are read from shared or global memory element by element (no ldmatrix, TMA or
+// wgmma yet). Limits as version 1: K, V <= 128.
 #pragma once
 
 #include "gdn_forward.cuh"
@@ -51,14 +54,19 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
                 gam_s[t * GK + i] = t < L ? run.sum : 0.0f;
             }
         }
-        for (int e = tid; e < kChunk * GK; e += nt) {
-            const int t = e / GK, i = e % GK;
-            w.to_end[sh * kChunk * GK + e] = t < L ? expf(log_decay_between(g_s, GK, t, L - 1, i)) : 0.0f;
+        // e^{γ_C − γ_t}, the exponent summed over (t, L − 1] for t descending: one running Kahan
+        // sum per channel, the order reversed from version 1's range sums, the bound the same.
+        for (int i = tid; i < GK; i += nt) {
+            KahanSum rest;
+            for (int t = kChunk - 1; t >= 0; --t) {
+                if (t < L - 1) rest.add(g_s[(t + 1) * GK + i]);
+                w.to_end[sh * kChunk * GK + t * GK + i] = t < L ? expf(rest.sum) : 0.0f;
+            }
         }
         __syncthreads();
         for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
     }
-    gated_scores_tc<GATE, EX, EX>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s);
+    gated_scores_tc<GATE, EX, EX>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s, T_s);
     if (!DELTA) return;
 
     const TI* beta = static_cast<const TI*>(a.beta);
@@ -66,7 +74,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
     float* bk_s = q_s;
     for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? beta_at(e / K) * k_s[e] : 0.0f;
     __syncthreads();
-    gated_scores_tc<GATE, false, EX>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s);
+    gated_scores_tc<GATE, false, EX>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
     // T = (I + A)⁻¹ by forward substitution, as version 1.
     for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = 0.0f;
     __syncthreads();

@@ -110,13 +110,94 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
 template <class TI>
 constexpr bool exact_in_tf32 = sizeof(TI) == 2;
 
+// The operands of one row sub-chunk [a, end) of the per-channel gated scores, as
+// anchor_subchunk (gdn_common.cuh) computes them, xa_t = x_t e^{γ_t − γ_a} (a ≤ t < end) and
+// ka_j = k_j e^{γ_a − γ_j} (j < a), but with one running Kahan sum per channel instead of a
+// range sum per element: xa's exponents over (a, t] for t ascending (the same bits as summing
+// each range afresh), ka's over (j, a] for j descending (the same terms added in the opposite
+// order, the same error bound: Kahan's ≤ 2u·Σ|g| + O(n u²) does not depend on the order). Every
+// exponent is still a sum of the g it spans, never a difference, and never positive. One thread
+// per channel and operand; then a barrier.
+__device__ __forceinline__ void anchor_subchunk_running(const float* x, const float* k, const float* g, int a,
+                                                        int end, int K, float* xa, float* ka) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < 2 * K; e += nt) {
+        if (e < K) {
+            const int i = e;
+            KahanSum back;
+            for (int j = a - 1; j >= 0; --j) {
+                back.add(g[(j + 1) * K + i]);
+                ka[j * K + i] = k[j * K + i] * expf(back.sum);
+            }
+        } else {
+            const int i = e - K;
+            KahanSum up;
+            for (int t = a; t < end; ++t) {
+                if (t > a) up.add(g[t * K + i]);
+                xa[t * K + i] = x[t * K + i] * expf(up.sum);
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// The diagonal 16×16 block of one row sub-chunk [a, end) of the per-channel gated scores,
+//   M_tj = Σ_i x_ti k_ji e^{γ_ti − γ_ji}   for a ≤ j ≤ t < end (j < t when strict),
+// with version 1's bits: each exponent the Kahan sum of g over (j, t] in ascending order, each
+// term (x_ti k_ji)·e^{…}, and the terms added for i ascending from zero. Version 1 gives each
+// (t, j) one thread that sums every range afresh, O(16) additions per term; here the channels are
+// taken in groups of kDiagChannels, and per group one thread per (j, i) walks t upwards with a
+// running Kahan sum (each exponent one addition) and writes the terms into a table, then one
+// thread per (t, j) adds its row of the table to its partial sum. fd is scratch of
+// kDiagScratch floats: the partial sums (kSub² of them) and the table (one row of kDiagChannels
+// per pair t ≥ j, an odd row length so that a warp's rows fall into distinct banks).
+constexpr int kDiagChannels = 27;
+constexpr int kDiagPairs = kSub * (kSub + 1) / 2;
+constexpr int kDiagScratch = kSub * kSub + kDiagPairs * kDiagChannels;
+static_assert(kDiagScratch <= kChunk * kChunk, "the diagonal blocks' scratch is one C×C tile");
+
+__device__ __forceinline__ int diag_pair(int t, int j) { return t * (t + 1) / 2 + j; }   // j ≤ t < kSub
+
+__device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
+                                                bool strict, float* M, float* fd) {
+    const int tid = threadIdx.x, nt = blockDim.x, n = end - a;
+    float* part = fd;
+    float* table = fd + kSub * kSub;
+    for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
+        const int nc = min(kDiagChannels, K - i0);
+        const bool first = i0 == 0, last = i0 + nc == K;
+        for (int e = tid; e < n * nc; e += nt) {
+            const int jj = e / nc, c = e % nc, i = i0 + c, j = a + jj;
+            KahanSum range;
+            for (int tt = jj; tt < n; ++tt) {
+                const int t = a + tt;
+                if (tt > jj) range.add(g[t * K + i]);
+                if (tt > jj || !strict)
+                    table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * expf(range.sum);
+            }
+        }
+        __syncthreads();
+        for (int e = tid; e < kSub * kSub; e += nt) {
+            const int tt = e / kSub, jj = e % kSub;
+            if (tt >= n || (strict ? jj >= tt : jj > tt)) continue;
+            float acc = first ? 0.0f : part[e];
+            const float* row = table + diag_pair(tt, jj) * kDiagChannels;
+            for (int c = 0; c < nc; ++c) acc += row[c];
+            if (last) M[(a + tt) * kChunk + a + jj] = acc;
+            else part[e] = acc;
+        }
+        __syncthreads();
+    }
+}
+
 // gated_scores (gdn_common.cuh) with the sums over channels on tensor cores; the same support,
 // zeros and exponents. XEXACT / KEXACT: x / k hold raw 16-bit inputs. For a per-channel gate
-// only the cross-sub-chunk blocks (a plain product of the anchored operands) use tensor cores;
-// the diagonal 16×16 blocks, whose factor e^{γ_ti − γ_ji} depends on the channel, stay scalar.
+// the cross-sub-chunk blocks are a plain product of the anchored operands on tensor cores; the
+// diagonal 16×16 blocks, whose factor e^{γ_ti − γ_ji} depends on the channel, stay scalar
+// (diagonal_scores, scratch fd of kDiagScratch floats, unused by the other gates).
 template <int GATE, bool XEXACT, bool KEXACT>
 __device__ void gated_scores_tc(const float* x, const float* k, const float* g, int L, int K, bool strict, float* M,
-                                float* xa, float* ka) {
+                                float* xa, float* ka, float* fd) {
     const int tid = threadIdx.x, nt = blockDim.x;
     if constexpr (GATE != 2) {
         block_mma<4, XEXACT, KEXACT>(
@@ -133,21 +214,13 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
         __syncthreads();
         for (int a = 0; a < L; a += kSub) {
             const int end = min(L, a + kSub);
-            anchor_subchunk(x, k, g, a, end, K, xa, ka);
+            anchor_subchunk_running(x, k, g, a, end, K, xa, ka);
             block_mma<4, false, false>(
                 end - a, a, K, [&](int r, int i) { return xa[(a + r) * K + i]; },
                 [&](int i, int j) { return ka[j * K + i]; },
                 [&](int r, int j, float acc) { M[(a + r) * kChunk + j] = acc; });
-            for (int e = tid; e < (end - a) * kSub; e += nt) {
-                const int t = a + e / kSub, j = a + e % kSub;
-                if (j < end && (strict ? j < t : j <= t)) {
-                    float acc = 0.0f;
-                    for (int i = 0; i < K; ++i)
-                        acc += x[t * K + i] * k[j * K + i] * expf(log_decay_between(g, K, j, t, i));
-                    M[t * kChunk + j] = acc;
-                }
-            }
-            __syncthreads();
+            // Ends with a barrier, after which xa and ka are free again.
+            diagonal_scores(x, k, g, a, end, K, strict, M, fd);
         }
     }
 }
