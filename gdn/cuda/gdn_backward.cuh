@@ -142,7 +142,7 @@ struct GradTiles {
     float* T_s;      // C×C
     float* dM_s;     // C×C  dP, then dT Tᵀ
     float* dT_s;     // C×C  dT, then dA (version 2: first the per-channel terms of dγ_C)
-    float* F_s;      // C×C  e^{γ_t − γ_j} (scalar gate only)
+    float* F_s;      // C×C  e^{γ_t − γ_j} (scalar gate); version 2's scratch (per-channel gate)
     const float* gam;
     const float* to_end;
     float* s_dqt;    // dQ̃, then dbk_A
@@ -428,10 +428,12 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
     write_chunk_grads<GATE>(d, w, a, c, G);
 }
 
+// GradTiles' shared part; F_s only where a gate has it (227 KiB at most: 224.5 KiB for K = 128
+// with a per-channel gate).
 inline size_t grad_smem_bytes(int K, int gate) {
     const int GK = gate == 2 ? K : 1;
     return sizeof(float) *
-           (3 * size_t(kChunk) * K + 2 * size_t(kChunk) * GK + GK + (gate == 1 ? 4 : 3) * kChunk * kChunk);
+           (3 * size_t(kChunk) * K + 2 * size_t(kChunk) * GK + GK + (gate != 0 ? 4 : 3) * kChunk * kChunk);
 }
 
 // dq, dk of query/key head h: the sum over its value heads h·G .. h·G + G − 1, in that order.

@@ -13,7 +13,8 @@
 // γ_C (one thread per gate channel in version 1, a 24 000-step serial loop for a scalar gate) is
 // summed per channel in parallel and then over channels in the same order as version 1; dβ reads
 // Tᵀ dΔ from the workspace instead of recomputing it on one thread per token. Still scalar: the
-// per-channel (KDA, GLA) score gradients, the element-wise terms.
+// per-channel (KDA, GLA) score gradients, the element-wise terms; since version 2.1 the former
+// take their exponents from running Kahan sums (gated_scores_backward_running, gdn_mma.cuh).
 // Limits as version 1: K, V <= 128.
 #pragma once
 

@@ -116,8 +116,9 @@ constexpr bool exact_in_tf32 = sizeof(TI) == 2;
 // range sum per element: xa's exponents over (a, t] for t ascending (the same bits as summing
 // each range afresh), ka's over (j, a] for j descending (the same terms added in the opposite
 // order, the same error bound: Kahan's ≤ 2u·Σ|g| + O(n u²) does not depend on the order). Every
-// exponent is still a sum of the g it spans, never a difference, and never positive. One thread
-// per channel and operand; then a barrier.
+// exponent is still a sum of the g it spans, never a difference, and never positive. With k null,
+// ka receives the factors e^{γ_a − γ_j} alone (the backward's ea). One thread per channel and
+// operand; then a barrier.
 __device__ __forceinline__ void anchor_subchunk_running(const float* x, const float* k, const float* g, int a,
                                                         int end, int K, float* xa, float* ka) {
     const int tid = threadIdx.x, nt = blockDim.x;
@@ -127,7 +128,8 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
             KahanSum back;
             for (int j = a - 1; j >= 0; --j) {
                 back.add(g[(j + 1) * K + i]);
-                ka[j * K + i] = k[j * K + i] * expf(back.sum);
+                const float f = expf(back.sum);
+                ka[j * K + i] = k ? k[j * K + i] * f : f;
             }
         } else {
             const int i = e - K;
@@ -254,15 +256,75 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
     __syncthreads();
 }
 
+// gated_scores_backward (gdn_common.cuh) for a per-channel gate, in its order and with its
+// terms, but with the exponents from running sums: the anchored operands as
+// anchor_subchunk_running (xa the same bits, ea's range sums in the opposite order), and for the
+// diagonal block of gx, per group of kDiagChannels channels, a table of e^{γ_t − γ_j} (a ≤ j ≤ t
+// < end) that one thread per (j, i) fills walking t upwards with a running Kahan sum (version 1's
+// bits, one addition per exponent instead of a range sum per term), then one thread per (t, i)
+// forms gx_ti as version 1 does. fd is scratch of kDiagPairs·kDiagChannels floats.
+__device__ inline void gated_scores_backward_running(const float* dM, const float* x, const float* k, const float* g,
+                                                     int L, int K, bool strict, float* gx, float* gk, float* dgam,
+                                                     float* xa, float* ea, float* fd) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < kChunk * K; e += nt) gx[e] = gk[e] = 0.0f;
+    __syncthreads();
+    for (int a = 0; a < L; a += kSub) {
+        const int end = min(L, a + kSub), n = end - a;
+        anchor_subchunk_running(x, nullptr, g, a, end, K, xa, ea);
+        for (int e = tid; e < end * K; e += nt) {
+            const int j = e / K, i = e % K;
+            float acc = gk[e];
+            if (j < a) {
+                for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
+            } else {
+                // exponents over (j, t] for t = j, j + 1, …: one running Kahan sum.
+                KahanSum range;
+                for (int t = j; t < end; ++t) {
+                    if (t > j) range.add(g[t * K + i]);
+                    if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * expf(range.sum);
+                }
+            }
+            gk[e] = acc;
+        }
+        for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
+            const int nc = min(kDiagChannels, K - i0);
+            for (int e = tid; e < n * nc; e += nt) {
+                const int jj = e / nc, c = e % nc, i = i0 + c;
+                KahanSum range;
+                for (int tt = jj; tt < n; ++tt) {
+                    if (tt > jj) range.add(g[(a + tt) * K + i]);
+                    fd[diag_pair(tt, jj) * kDiagChannels + c] = expf(range.sum);
+                }
+            }
+            __syncthreads();
+            for (int e = tid; e < n * nc; e += nt) {
+                const int tt = e / nc, c = e % nc, t = a + tt, i = i0 + c;
+                const float* f = fd + c;
+                float anchored = 0.0f;
+                for (int j = 0; j < a; ++j) anchored += dM[t * kChunk + j] * (k[j * K + i] * ea[j * K + i]);
+                float acc = gx[t * K + i];
+                acc += anchored * f[diag_pair(tt, 0) * kDiagChannels];
+                for (int jj = 0; jj < (strict ? tt : tt + 1); ++jj)
+                    acc += dM[t * kChunk + a + jj] * k[(a + jj) * K + i] * f[diag_pair(tt, jj) * kDiagChannels];
+                gx[t * K + i] = acc;
+            }
+            __syncthreads();
+        }
+    }
+    for (int e = tid; e < L * K; e += nt) dgam[e] += x[e] * gx[e] - k[e] * gk[e];
+    __syncthreads();
+}
+
 // The score gradient of version 2: on tensor cores for the gates without a per-channel factor,
-// version 1's gated_scores_backward for a per-channel gate (F unused there; g, xa, ea unused
-// otherwise).
+// gated_scores_backward_running for a per-channel gate, with F as its scratch (F holds the scalar
+// gate's factors for GATE 1; g, xa, ea unused otherwise).
 template <int GATE, bool XEXACT, bool KEXACT>
 __device__ __forceinline__ void score_gradients(const float* dM, const float* x, const float* k, const float* g,
-                                                const float* F, int L, int K, bool strict, float* gx, float* gk,
+                                                float* F, int L, int K, bool strict, float* gx, float* gk,
                                                 float* dgam, float* xa, float* ea) {
     if constexpr (GATE == 2)
-        gated_scores_backward<GATE>(dM, x, k, g, F, L, K, strict, gx, gk, dgam, xa, ea);
+        gated_scores_backward_running(dM, x, k, g, L, K, strict, gx, gk, dgam, xa, ea, F);
     else
         gated_scores_backward_tc<GATE, XEXACT, KEXACT>(dM, x, k, F, L, K, strict, gx, gk, dgam);
 }
