@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
         [&](int t, int s, float acc) { G.dM_s[t * kChunk + s] = t < L && s <= t ? scale * acc : 0.0f; });
     __syncthreads();
     // Through tril(P) and through Q ⊙ e^γ, K ⊙ e^{γ_C − γ}, Λ_C S₀.
-    if (GATE == 1) scalar_gate_factors(G.g_s, L, G.F_s);
+    if (GATE == 1) scalar_gate_factors_running(G.g_s, L, G.F_s);
     score_gradients<GATE, EX, EX>(G.dM_s, G.q_s, G.k_s, G.g_s, G.F_s, L, K, false, G.s_dq, G.s_dk, G.dgam_s, G.s_xa,
                                   G.s_ea);
     for (int e = tid; e < L * K; e += nt) {

@@ -13,10 +13,10 @@
 //     concatenated columns.
 //   state_scan_tc: Δ = U − W S and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ per chunk step.
 // Still scalar: T = (I + A)⁻¹ (forward substitution, 64 dependent steps), the exponents (sums with
-// Kahan's compensation) and the per-channel diagonal score blocks. Version 2.1 takes a per-channel
-// gate's exponents from running sums, one addition each (anchor_subchunk_running,
-// diagonal_scores in gdn_mma.cuh, and e^{γ_C − γ_t} below), where version 1 sums every range
-// afresh. Operands are read from shared or global memory element by element (no ldmatrix, TMA or
+// Kahan's compensation) and the per-channel diagonal score blocks. Version 2.1 takes the
+// exponents from running sums, one addition each (scalar_gate_factors_running,
+// anchor_subchunk_running, diagonal_scores in gdn_mma.cuh, and e^{γ_C − γ_t} below), where
+// version 1 sums every range afresh. Operands are read from shared or global memory element by element (no ldmatrix, TMA or
 // wgmma yet). Limits as version 1: K, V <= 128.
 #pragma once
 

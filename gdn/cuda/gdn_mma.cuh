@@ -110,6 +110,21 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
 template <class TI>
 constexpr bool exact_in_tf32 = sizeof(TI) == 2;
 
+// scalar_gate_factors (gdn_common.cuh) with version 1's bits, e^{γ_t − γ_j} for j ≤ t < L and
+// zero elsewhere into F (C×C), but one thread per column j walking t upwards with a running
+// Kahan sum, one addition per exponent instead of a range sum of up to 63 per element; then a
+// barrier.
+__device__ inline void scalar_gate_factors_running(const float* g, int L, float* F) {
+    for (int j = threadIdx.x; j < kChunk; j += blockDim.x) {
+        KahanSum range;
+        for (int t = 0; t < kChunk; ++t) {
+            if (t > j && t < L) range.add(g[t]);
+            F[t * kChunk + j] = t < L && j <= t ? expf(range.sum) : 0.0f;
+        }
+    }
+    __syncthreads();
+}
+
 // The operands of one row sub-chunk [a, end) of the per-channel gated scores, as
 // anchor_subchunk (gdn_common.cuh) computes them, xa_t = x_t e^{γ_t − γ_a} (a ≤ t < end) and
 // ka_j = k_j e^{γ_a − γ_j} (j < a), but with one running Kahan sum per channel instead of a
@@ -196,18 +211,19 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
 // zeros and exponents. XEXACT / KEXACT: x / k hold raw 16-bit inputs. For a per-channel gate
 // the cross-sub-chunk blocks are a plain product of the anchored operands on tensor cores; the
 // diagonal 16×16 blocks, whose factor e^{γ_ti − γ_ji} depends on the channel, stay scalar
-// (diagonal_scores, scratch fd of kDiagScratch floats, unused by the other gates).
+// (diagonal_scores). fd is C×C scratch: the scalar gate's factors, or the diagonal blocks' table
+// (unused without a gate).
 template <int GATE, bool XEXACT, bool KEXACT>
 __device__ void gated_scores_tc(const float* x, const float* k, const float* g, int L, int K, bool strict, float* M,
                                 float* xa, float* ka, float* fd) {
     const int tid = threadIdx.x, nt = blockDim.x;
     if constexpr (GATE != 2) {
+        if (GATE == 1) scalar_gate_factors_running(g, L, fd);
         block_mma<4, XEXACT, KEXACT>(
             kChunk, kChunk, K, [&](int t, int i) { return x[t * K + i]; }, [&](int i, int j) { return k[j * K + i]; },
             [&](int t, int j, float acc) {
                 float out = 0.0f;
-                if (t < L && j < L && (strict ? j < t : j <= t))
-                    out = GATE == 1 ? acc * expf(log_decay_between(g, 1, j, t, 0)) : acc;
+                if (t < L && j < L && (strict ? j < t : j <= t)) out = GATE == 1 ? acc * fd[t * kChunk + j] : acc;
                 M[t * kChunk + j] = out;
             });
         __syncthreads();
