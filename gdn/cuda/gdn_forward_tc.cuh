@@ -175,33 +175,48 @@ inline size_t scan_tc_smem_bytes(int K) {
     return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (2 * K + 12) + kChunk * kScanLd + K);
 }
 
+// O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ], both operands staged in shared memory first: S₀ and Δ are
+// read once, coalesced, instead of element by element from global memory inside the product
+// (each by every warp whose tiles need it). Row strides K + 4, C + 4 and V + 8 put each fragment
+// load of the product into distinct banks; the values and the order of the sums are as before.
 template <int GATE, class TI>
 __global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims d, Workspace w, ForwardArgs a) {
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
     const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int GK = GATE == 2 ? K : 1, L = c.L;
+    const int ldq = K + 4, ldp = kChunk + 4, ldv = V + 8;
     float* const smem = shared_floats();
-    float* qt_s = smem;                  // C×K: Q ⊙ e^γ
-    float* P_s = qt_s + kChunk * K;      // C×C
+    float* qt_s = smem;                   // C×K: Q ⊙ e^γ, stride K + 4
+    float* P_s = qt_s + kChunk * ldq;     // C×C, stride C + 4
+    float* S_s = P_s + kChunk * ldp;      // K×V: S₀, stride V + 8
+    float* D_s = S_s + K * ldv;           // C×V: Δ (zero past L), stride V + 8
     const size_t sh = size_t(c.slot) * d.HV + hv;
     const float* gam = w.gamma + sh * kChunk * GK;
     const TI* q = static_cast<const TI*>(a.q);
     for (int e = tid; e < kChunk * K; e += nt) {
         const int t = e / K, i = e % K;
-        qt_s[e] = t < L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * expf(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
+        qt_s[t * ldq + i] =
+            t < L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * expf(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
     }
-    for (int e = tid; e < kChunk * kChunk; e += nt) P_s[e] = w.P[sh * kChunk * kChunk + e];
-    __syncthreads();
+    for (int e = tid; e < kChunk * kChunk; e += nt) P_s[(e / kChunk) * ldp + e % kChunk] = w.P[sh * kChunk * kChunk + e];
     const float* S0 = w.states + sh * K * V;
     const float* D = w.delta + sh * kChunk * V;
+    for (int e = tid; e < K * V; e += nt) S_s[(e / V) * ldv + e % V] = S0[e];
+    // Δ is written by the scan only for rows < L.
+    for (int e = tid; e < kChunk * V; e += nt) D_s[(e / V) * ldv + e % V] = e / V < L ? D[e] : 0.0f;
+    __syncthreads();
     TI* o = static_cast<TI*>(a.o);
     // Columns x < K of the left operand are Q ⊙ e^γ against rows of S₀; columns K + s are
-    // tril(P) against the rows of Δ (written by the scan only for s < L).
+    // tril(P) against the rows of Δ.
     block_mma<4, false, false>(
-        L, V, K + kChunk, [&](int t, int x) { return x < K ? qt_s[t * K + x] : P_s[t * kChunk + x - K]; },
-        [&](int x, int j) { return x < K ? S0[x * V + j] : (x - K < L ? D[(x - K) * V + j] : 0.0f); },
+        L, V, K + kChunk, [&](int t, int x) { return x < K ? qt_s[t * ldq + x] : P_s[t * ldp + x - K]; },
+        [&](int x, int j) { return x < K ? S_s[x * ldv + j] : D_s[(x - K) * ldv + j]; },
         [&](int t, int j, float acc) { o[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(d.scale * acc); });
+}
+
+inline size_t output_tc_smem_bytes(int K, int V) {
+    return sizeof(float) * (size_t(kChunk) * (K + 4) + kChunk * (kChunk + 4) + size_t(K + kChunk) * (V + 8));
 }
 
 }  // namespace kcv::gdn::cuda

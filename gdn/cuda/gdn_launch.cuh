@@ -61,7 +61,8 @@ int forward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     if (prepare_and_scan<GATE, DELTA, TI, VERSION>(launch, p, d, w, fa)) return 1;
     const dim3 chunks(d.slots, d.HV);
     if constexpr (VERSION == 2)
-        return launch(chunk_output_tc<GATE, TI>, chunks, output_smem_bytes(d.K), "chunk_output_tc", d, w, fa);
+        return launch(chunk_output_tc<GATE, TI>, chunks, output_tc_smem_bytes(d.K, d.V), "chunk_output_tc", d, w,
+                      fa);
     else
         return launch(chunk_output<GATE, TI>, chunks, output_smem_bytes(d.K), "chunk_output", d, w, fa);
 }
