@@ -12,18 +12,68 @@
 //   chunk_output_tc: O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] as one product over the K + C
 //     concatenated columns.
 //   state_scan_tc: Δ = U − W S and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ per chunk step.
-// Still scalar: T = (I + A)⁻¹ (forward substitution, 64 dependent steps), the exponents (sums with
-// Kahan's compensation) and the per-channel diagonal score blocks. Version 2.1 takes the
-// exponents from running sums, one addition each (scalar_gate_factors_running,
-// anchor_subchunk_running, diagonal_scores in gdn_mma.cuh, and e^{γ_C − γ_t} below), where
-// version 1 sums every range afresh. Operands are read from shared or global memory element by element (no ldmatrix, TMA or
-// wgmma yet). Limits as version 1: K, V <= 128.
+// Still scalar: T = (I + A)⁻¹, the exponents (sums with Kahan's compensation) and the
+// per-channel diagonal score blocks. Version 2.1 inverts blockwise, 16 dependent rows instead of
+// 64 (unit_lower_inverse_blocked), takes the exponents from running sums, one addition each
+// (scalar_gate_factors_running, anchor_subchunk_running, diagonal_scores in gdn_mma.cuh, and
+// e^{γ_C − γ_t} below) where version 1 sums every range afresh, and stages chunk_output_tc's
+// operands in shared memory. Other operands are read from shared or global memory element by
+// element (no ldmatrix, TMA or wgmma yet). Limits as version 1: K, V <= 128.
 #pragma once
 
 #include "gdn_forward.cuh"
 #include "gdn_mma.cuh"
 
 namespace kcv::gdn::cuda {
+
+// T = (I + A)⁻¹ for a strictly lower triangular A (C×C, zero in the rows and columns ≥ L), blocked
+// by sub-chunks so that the dependent chain is 16 rows long instead of L: the four 16×16
+// diagonal blocks D_b = (I + A_bb)⁻¹ at once by forward substitution (version 1's sums, so
+// version 1's bits there), then the blocks below them one block diagonal at a time,
+//   T_rc = −D_r X,  X = Σ_{c ≤ m < r} A_rm T_mc   (r = c + 1, then c + 2, then c + 3),
+// each a float32 sum in a fixed order. T (C×C) ends lower triangular with a unit diagonal below L
+// and zero rows from L on, except that X is kept in T's strictly upper blocks (the block
+// mirrored across the diagonal): read T only on its lower triangle. 2·(C/16 − 1) + 16 barriers
+// where forward substitution takes L.
+__device__ inline void unit_lower_inverse_blocked(const float* A, int L, float* T) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    constexpr int nb = kChunk / kSub, tile = kSub * kSub;
+    for (int e = tid; e < kChunk * kChunk; e += nt) T[e] = 0.0f;
+    __syncthreads();
+    for (int r = 0; r < kSub; ++r) {
+        for (int e = tid; e < nb * kSub; e += nt) {
+            const int b = e / kSub, cc = e % kSub, t = b * kSub + r, col = b * kSub + cc;
+            if (cc > r || t >= L) continue;
+            float acc = 0.0f;
+            for (int j = col; j < t; ++j) acc += A[t * kChunk + j] * T[j * kChunk + col];
+            T[t * kChunk + col] = col == t ? 1.0f : -acc;
+        }
+        __syncthreads();
+    }
+    for (int dd = 1; dd < nb; ++dd) {
+        const int blocks = nb - dd;
+        // X of block (c + dd, c) into block (c, c + dd).
+        for (int e = tid; e < blocks * tile; e += nt) {
+            const int c = e / tile, rr = (e / kSub) % kSub, cc = e % kSub, r = c + dd;
+            const int t = r * kSub + rr, col = c * kSub + cc;
+            if (t >= L) continue;
+            float acc = 0.0f;
+            for (int j = col; j < r * kSub; ++j) acc += A[t * kChunk + j] * T[j * kChunk + col];
+            T[(c * kSub + rr) * kChunk + r * kSub + cc] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < blocks * tile; e += nt) {
+            const int c = e / tile, rr = (e / kSub) % kSub, cc = e % kSub, r = c + dd;
+            const int t = r * kSub + rr, col = c * kSub + cc;
+            if (t >= L) continue;
+            float acc = 0.0f;
+            for (int j = 0; j <= rr; ++j)
+                acc += T[t * kChunk + r * kSub + j] * T[(c * kSub + j) * kChunk + r * kSub + cc];
+            T[t * kChunk + col] = -acc;
+        }
+        __syncthreads();
+    }
+}
 
 template <int GATE, bool DELTA, class TI>
 __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspace w, ForwardArgs a) {
@@ -75,18 +125,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
     for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? beta_at(e / K) * k_s[e] : 0.0f;
     __syncthreads();
     gated_scores_tc<GATE, false, EX>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
-    // T = (I + A)⁻¹ by forward substitution, as version 1.
-    for (int e = tid; e < kChunk * kChunk; e += nt) T_s[e] = 0.0f;
-    __syncthreads();
-    for (int t = 0; t < L; ++t) {
-        for (int col = tid; col <= t; col += nt) {
-            float acc = 0.0f;
-            for (int j = col; j < t; ++j) acc += A_s[t * kChunk + j] * T_s[j * kChunk + col];
-            T_s[t * kChunk + col] = col == t ? 1.0f : -acc;
-        }
-        __syncthreads();
-    }
-    for (int e = tid; e < kChunk * kChunk; e += nt) w.Tm[sh * kChunk * kChunk + e] = T_s[e];
+    unit_lower_inverse_blocked(A_s, L, T_s);
+    // T on its lower triangle, zero above (where the inverse kept its scratch).
+    for (int e = tid; e < kChunk * kChunk; e += nt)
+        w.Tm[sh * kChunk * kChunk + e] = e % kChunk <= e / kChunk ? T_s[e] : 0.0f;
     // The right operands: Λ(β ⊙ K) (zero past L, where β ⊙ K is) and β.
     float* r_s = xa_s;
     float* b_s = ka_s;
