@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
 // state applied by halves as there. Tiles are padded (row strides K + 4, K + 8, 24) so that the
 // fragment loads of each product fall into distinct shared-memory banks.
 constexpr int kScanLd = 24;
+constexpr int kScanBatch = 8;
 
 template <int GATE, bool DELTA, class TI>
 __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
@@ -175,11 +176,23 @@ __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w
         const int r0 = st.r0, L = st.L;
         const size_t sh = st.sh;
         S.store(w.states, st.slot);
-        for (int e = tid; e < kChunk * K; e += nt) {
-            const int t = e / K, i = e % K;
-            kt_s[t * ldk + i] =
-                t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
-            if (DELTA) W_s[t * ldw + i] = w.W[sh * kChunk * K + e];
+        // kScanBatch elements per thread at a time, all loads before the stores: the loads of a
+        // batch are in flight together instead of one global-memory latency per element.
+        for (int e0 = tid; e0 < kChunk * K; e0 += kScanBatch * nt) {
+            float kv[kScanBatch], wv[kScanBatch];
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / K, i = e % K;
+                const bool in = e < kChunk * K && t < L;
+                kv[u] = in ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
+                           : 0.0f;
+                wv[u] = DELTA && e < kChunk * K ? w.W[sh * kChunk * K + e] : 0.0f;
+            }
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / K, i = e % K;
+                if (e >= kChunk * K) break;
+                kt_s[t * ldk + i] = kv[u];
+                if (DELTA) W_s[t * ldw + i] = wv[u];
+            }
         }
         half_chunk_decay<GATE>(st, K, dec_s);
         __syncthreads();
