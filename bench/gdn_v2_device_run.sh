@@ -27,7 +27,7 @@ echo "== 0. build"
 SECONDS=0
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
 {
-  timeout 120 nvcc -std=c++20 -O3 $ARCH -Xptxas -v -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
+  timeout 120 nvcc -std=c++20 -O3 $ARCH -fmad=false -Xptxas -v -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
        -o "$BUILD/libkcv_gdn_cuda.so" > "$BUILD/lib.log" 2>&1 &
   timeout 120 nvcc -std=c++20 -O2 $ARCH -c gdn/tests/check_gdn_cuda.cu -o "$BUILD/check.o" > "$BUILD/check.log" 2>&1 &
   g++ -std=c++20 -O2 -c gdn/problem.cpp -o "$BUILD/problem.o" > "$BUILD/problem.log" 2>&1 &

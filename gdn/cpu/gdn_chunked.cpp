@@ -11,6 +11,11 @@
 namespace kcv::gdn::cpu {
 namespace {
 
+// e^x in float32 as the float64 exponential rounded to float32 (correctly rounded but for rare
+// double roundings): the CUDA kernels use the same function (gdn/cuda/gdn_common.cuh), so that
+// on a GPU they differ from this implementation by their arithmetic, not by their exponential.
+float exp_rn(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
+
 // A small dense float32 matrix, row-major.
 struct Mat {
     int rows = 0, cols = 0;
@@ -176,15 +181,15 @@ Mat gated_scores(const Mat& x, const Mat& k, const Chunk& c, bool strict) {
         const int end = std::min(L, a + kSubChunk);
         for (int t = a; t < end; ++t) {
             std::vector<float> xa(K);
-            for (int i = 0; i < K; ++i) xa[i] = x(t, i) * std::exp(c.gap(a, t, i));
+            for (int i = 0; i < K; ++i) xa[i] = x(t, i) * exp_rn(c.gap(a, t, i));
             for (int j = 0; j < a; ++j) {
                 float acc = 0.0f;
-                for (int i = 0; i < K; ++i) acc += xa[i] * (k(j, i) * std::exp(c.gap(j, a, i)));
+                for (int i = 0; i < K; ++i) acc += xa[i] * (k(j, i) * exp_rn(c.gap(j, a, i)));
                 M(t, j) = acc;
             }
             for (int j = a; j < (strict ? t : t + 1); ++j) {
                 float acc = 0.0f;
-                for (int i = 0; i < K; ++i) acc += x(t, i) * k(j, i) * std::exp(c.gap(j, t, i));
+                for (int i = 0; i < K; ++i) acc += x(t, i) * k(j, i) * exp_rn(c.gap(j, t, i));
                 M(t, j) = acc;
             }
         }
@@ -202,20 +207,20 @@ void gated_scores_backward(const Mat& dM, const Mat& x, const Mat& k, const Chun
         const int end = std::min(L, a + kSubChunk);
         for (int t = a; t < end; ++t) {
             std::vector<float> xa(K), dxa(K, 0.0f);
-            for (int i = 0; i < K; ++i) xa[i] = x(t, i) * std::exp(c.gap(a, t, i));
+            for (int i = 0; i < K; ++i) xa[i] = x(t, i) * exp_rn(c.gap(a, t, i));
             for (int j = 0; j < a; ++j) {
                 const float d = dM(t, j);
                 for (int i = 0; i < K; ++i) {
-                    const float e = std::exp(c.gap(j, a, i));
+                    const float e = exp_rn(c.gap(j, a, i));
                     dxa[i] += d * (k(j, i) * e);
                     gk(j, i) += d * xa[i] * e;
                 }
             }
-            for (int i = 0; i < K; ++i) gx(t, i) += dxa[i] * std::exp(c.gap(a, t, i));
+            for (int i = 0; i < K; ++i) gx(t, i) += dxa[i] * exp_rn(c.gap(a, t, i));
             for (int j = a; j < (strict ? t : t + 1); ++j) {
                 const float d = dM(t, j);
                 for (int i = 0; i < K; ++i) {
-                    const float e = std::exp(c.gap(j, t, i));
+                    const float e = exp_rn(c.gap(j, t, i));
                     gx(t, i) += d * k(j, i) * e;
                     gk(j, i) += d * x(t, i) * e;
                 }
@@ -250,7 +255,7 @@ Mat unit_lower_inverse(const Mat& A) {
 // even where e^γ alone would be subnormal or zero (strong decay), with one more rounding of the
 // half factor where e^γ is normal.
 float decayed(float x, float gamma) {
-    const float half = std::exp(0.5f * gamma);
+    const float half = exp_rn(0.5f * gamma);
     return (x * half) * half;
 }
 
@@ -273,12 +278,12 @@ ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
     f.gamma_end.assign(K, 0.0f);
     for (int i = 0; i < K; ++i) {
         f.gamma_end[i] = c.gamma(L - 1, i);
-        f.decay_end[i] = std::exp(f.gamma_end[i]);
+        f.decay_end[i] = exp_rn(f.gamma_end[i]);
     }
     for (int t = 0; t < L; ++t)
         for (int i = 0; i < K; ++i) {
-            f.qt(t, i) = c.q(t, i) * std::exp(c.gamma(t, i));
-            f.kt(t, i) = c.k(t, i) * std::exp(c.gap(t, L - 1, i));
+            f.qt(t, i) = c.q(t, i) * exp_rn(c.gamma(t, i));
+            f.kt(t, i) = c.k(t, i) * exp_rn(c.gap(t, L - 1, i));
         }
     f.P = gated_scores(c.q, c.k, c, false);
     if (!p.member.delta) {
@@ -291,7 +296,7 @@ ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
     for (int t = 0; t < L; ++t) {
         for (int i = 0; i < K; ++i) {
             f.bk(t, i) = c.beta[t] * c.k(t, i);
-            f.rt(t, i) = std::exp(c.gamma(t, i)) * f.bk(t, i);
+            f.rt(t, i) = exp_rn(c.gamma(t, i)) * f.bk(t, i);
         }
         for (int j = 0; j < V; ++j) f.vt(t, j) = c.beta[t] * c.v(t, j);
     }
@@ -429,14 +434,14 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                 for (int t = 0; t < L; ++t)
                     for (int i = 0; i < K; ++i) {
                         const float d = scale * dqt(t, i);
-                        dq(t, i) += std::exp(c.gamma(t, i)) * d;
+                        dq(t, i) += exp_rn(c.gamma(t, i)) * d;
                         dgamma(t, i) += f.qt(t, i) * d;
                     }
                 // Through K ⊙ e^{γ_C − γ}: dK̃ = Δ dSᵀ; and through Λ_C S₀.
                 const Mat dkt = matmul_nt(f.delta, dS);
                 for (int t = 0; t < L; ++t)
                     for (int i = 0; i < K; ++i) {
-                        dk(t, i) += std::exp(c.gap(t, L - 1, i)) * dkt(t, i);
+                        dk(t, i) += exp_rn(c.gap(t, L - 1, i)) * dkt(t, i);
                         dgamma_end[i] += f.kt(t, i) * dkt(t, i);
                         dgamma(t, i) -= f.kt(t, i) * dkt(t, i);
                     }
@@ -475,7 +480,7 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                     gated_scores_backward(dA, f.bk, c.k, c, true, dbk, dk, dgamma);
                     for (int t = 0; t < L; ++t) {
                         for (int i = 0; i < K; ++i) {
-                            dbk(t, i) += std::exp(c.gamma(t, i)) * drt(t, i);
+                            dbk(t, i) += exp_rn(c.gamma(t, i)) * drt(t, i);
                             dgamma(t, i) += f.rt(t, i) * drt(t, i);
                         }
                         float db = 0.0f;

@@ -2,7 +2,7 @@
 // the compile-time specialisations (gate kind × delta × input dtype) and the launch sequences.
 //
 // Build:
-//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared \
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -fmad=false -Xcompiler -fPIC -shared \
 //        gdn/cuda/gdn_api.cu -o libkcv_gdn_cuda.so
 // (gdn/CMakeLists.txt builds the same library.)
 #include <cuda_runtime.h>

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) reverse_scan(Dims d, Workspace w, Ba
             if (DELTA) bk_s[e] = in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
         }
         for (int e = tid; e < kChunk * GK; e += nt)
-            half_s[e] = GATE != 0 && e / GK < L ? expf(0.5f * gam[e]) : 1.0f;
+            half_s[e] = GATE != 0 && e / GK < L ? exp_rn(0.5f * gam[e]) : 1.0f;
         for (int e = tid; e < kChunk * kChunk; e += nt) {
             P_s[e] = w.P[sh * kChunk * kChunk + e];
             if (DELTA) T_s[e] = w.Tm[sh * kChunk * kChunk + e];
@@ -227,7 +227,7 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardA
     const int GK = GATE == 2 ? K : 1;
     for (int e = tid; e < L * K; e += nt) {
         const int t = e / K, i = e % K;
-        const float et = expf(gamma_at<GATE>(G.gam, t, i, K));
+        const float et = exp_rn(gamma_at<GATE>(G.gam, t, i, K));
         const float dbk = G.s_dqt[e] + et * G.s_drt[e];
         G.s_dqt[e] = dbk;
         G.s_dk[e] += G.s_dkt[e];
@@ -238,7 +238,7 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardA
             const int t = e / GK, i0 = e % GK;
             float acc = 0.0f;
             for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
-                acc += expf(gamma_at<GATE>(G.gam, t, i, K)) * G.bk_s[t * K + i] * G.s_drt[t * K + i];
+                acc += exp_rn(gamma_at<GATE>(G.gam, t, i, K)) * G.bk_s[t * K + i] * G.s_drt[t * K + i];
             G.dgam_s[e] += acc;
         }
     __syncthreads();
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
                                 G.s_ea);
     for (int e = tid; e < L * K; e += nt) {
         const int t = e / K, i = e % K;
-        G.s_dq[e] += expf(gm(t, i)) * G.s_dqt[e];
+        G.s_dq[e] += exp_rn(gm(t, i)) * G.s_dqt[e];
         G.s_dk[e] += kdecay(t, i) * G.s_dkt[e];
     }
     if (GATE != 0) {
@@ -336,12 +336,12 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
             if (GATE == 2) {
-                G.dgam_s[e] += G.q_s[e] * expf(gm(t, i0)) * G.s_dqt[e];
+                G.dgam_s[e] += G.q_s[e] * exp_rn(gm(t, i0)) * G.s_dqt[e];
                 G.dgam_s[e] -= G.k_s[e] * kdecay(t, i0) * G.s_dkt[e];
             } else {
                 float acc = 0.0f;
                 for (int i = 0; i < K; ++i) {
-                    const float qt = G.q_s[t * K + i] * expf(gm(t, i));
+                    const float qt = G.q_s[t * K + i] * exp_rn(gm(t, i));
                     const float kt = G.k_s[t * K + i] * kdecay(t, i);
                     acc += qt * G.s_dqt[t * K + i] - kt * G.s_dkt[t * K + i];
                 }
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
                 for (int t = 0; t < L; ++t)
                     kk += G.k_s[t * K + i] * kdecay(t, i) * G.s_dkt[t * K + i];
                 for (int j = 0; j < V; ++j) ss += G.dS[i * V + j] * G.S0[i * V + j];
-                acc += kk + expf(gm(L - 1, i)) * ss;
+                acc += kk + exp_rn(gm(L - 1, i)) * ss;
             }
             G.dend_s[i0] += acc;
         }
@@ -371,7 +371,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
             if (t < L && s < L) {
                 const float bs = beta_at(s);
                 for (int j = 0; j < V; ++j) from_u += G.dD[t * V + j] * (bs * v_at(s, j));
-                for (int i = 0; i < K; ++i) from_w += G.s_dW[t * K + i] * (expf(gm(s, i)) * G.bk_s[s * K + i]);
+                for (int i = 0; i < K; ++i) from_w += G.s_dW[t * K + i] * (exp_rn(gm(s, i)) * G.bk_s[s * K + i]);
             }
             G.dT_s[e] = from_u + from_w;
         }

@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
             }
         }
         for (int e = tid; e < kChunk * GK; e += nt)
-            half_s[e] = GATE != 0 && e / GK < L ? expf(0.5f * gam[e]) : 1.0f;
+            half_s[e] = GATE != 0 && e / GK < L ? exp_rn(0.5f * gam[e]) : 1.0f;
         for (int e0 = tid; e0 < kChunk * kChunk; e0 += kScanBatch * nt) {
             float pv[kScanBatch], tv[kScanBatch];
             for (int u = 0; u < kScanBatch; ++u) {
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
                                   G.s_ea);
     for (int e = tid; e < L * K; e += nt) {
         const int t = e / K, i = e % K;
-        G.s_dq[e] += expf(gm(t, i)) * G.s_dqt[e];
+        G.s_dq[e] += exp_rn(gm(t, i)) * G.s_dqt[e];
         G.s_dk[e] += kdecay(t, i) * G.s_dkt[e];
     }
     if (GATE != 0) {
@@ -227,10 +227,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
             if (GATE == 2) {
-                G.dgam_s[e] += G.q_s[e] * expf(gm(t, i0)) * G.s_dqt[e];
+                G.dgam_s[e] += G.q_s[e] * exp_rn(gm(t, i0)) * G.s_dqt[e];
                 G.dgam_s[e] -= G.k_s[e] * kdecay(t, i0) * G.s_dkt[e];
             } else {
-                const float et = expf(gm(t, 0)), kd = kdecay(t, 0);
+                const float et = exp_rn(gm(t, 0)), kd = kdecay(t, 0);
                 float acc = 0.0f;
                 for (int i = 0; i < K; ++i) {
                     const float qt = G.q_s[t * K + i] * et;
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
             float kk = 0.0f, ss = 0.0f;
             for (int t = 0; t < L; ++t) kk += G.k_s[t * K + i] * kdecay(t, i) * G.s_dkt[t * K + i];
             for (int j = 0; j < V; ++j) ss += G.dS[i * V + j] * G.S0[i * V + j];
-            G.dT_s[i] = kk + expf(gm(L - 1, i)) * ss;
+            G.dT_s[i] = kk + exp_rn(gm(L - 1, i)) * ss;
         }
         __syncthreads();
         if (GATE == 2) {
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
     TI* dv = static_cast<TI*>(a.dv);
     if (DELTA) {
         // R̃ = e^γ ⊙ β ⊙ K into G.s_xa (free between the two score gradients).
-        for (int e = tid; e < kChunk * K; e += nt) G.s_xa[e] = e / K < L ? expf(gm(e / K, e % K)) * G.bk_s[e] : 0.0f;
+        for (int e = tid; e < kChunk * K; e += nt) G.s_xa[e] = e / K < L ? exp_rn(gm(e / K, e % K)) * G.bk_s[e] : 0.0f;
         __syncthreads();
         // dT = dΔ Ṽᵀ + dW R̃ᵀ with Ṽ = β ⊙ V: the first product over raw V, β applied after it.
         block_mma<4, false, EX>(

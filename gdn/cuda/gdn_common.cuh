@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <cmath>
 #include <cstdint>
 
 #include "gdn_cuda.h"
@@ -37,6 +38,12 @@ __device__ __forceinline__ float* shared_floats() {
     return dynamic_shared;
 }
 #endif
+
+// e^x in float32 as the float64 exponential rounded to float32: correctly rounded but for rare
+// double roundings, and the CPU implementation's function too (gdn/cpu/gdn_chunked.cpp), where
+// CUDA's expf may be 2 ulp off. ORD-03 holds the kernels' error to that implementation's; every
+// decay factor of the recurrence goes through here.
+__device__ __forceinline__ float exp_rn(float x) { return static_cast<float>(::exp(static_cast<double>(x))); }
 
 template <class T> __device__ __forceinline__ float to_float(T x);
 template <> __device__ __forceinline__ float to_float<float>(float x) { return x; }
@@ -254,7 +261,7 @@ __device__ __forceinline__ void anchor_rows(const float* x, const float* g, int 
     const int tid = threadIdx.x, nt = blockDim.x;
     for (int e = tid; e < (end - a) * K; e += nt) {
         const int t = a + e / K, i = e % K;
-        xa[t * K + i] = x[t * K + i] * expf(log_decay_between(g, K, a, t, i));
+        xa[t * K + i] = x[t * K + i] * exp_rn(log_decay_between(g, K, a, t, i));
     }
 }
 
@@ -267,7 +274,7 @@ __device__ __forceinline__ void anchor_subchunk(const float* x, const float* k, 
     const int tid = threadIdx.x, nt = blockDim.x;
     for (int e = tid; e < a * K; e += nt) {
         const int j = e / K, i = e % K;
-        ka[j * K + i] = k[j * K + i] * expf(log_decay_between(g, K, j, a, i));
+        ka[j * K + i] = k[j * K + i] * exp_rn(log_decay_between(g, K, j, a, i));
     }
     __syncthreads();
 }
@@ -292,7 +299,7 @@ __device__ void gated_scores(const float* x, const float* k, const float* g, int
             if (t < L && j < L && (strict ? j < t : j <= t)) {
                 float acc = 0.0f;
                 for (int i = 0; i < K; ++i) acc += x[t * K + i] * k[j * K + i];
-                out = GATE == 1 ? acc * expf(log_decay_between(g, 1, j, t, 0)) : acc;
+                out = GATE == 1 ? acc * exp_rn(log_decay_between(g, 1, j, t, 0)) : acc;
             }
             M[e] = out;
         }
@@ -312,7 +319,7 @@ __device__ void gated_scores(const float* x, const float* k, const float* g, int
                 } else if (strict ? j < t : j <= t) {
                     float acc = 0.0f;
                     for (int i = 0; i < K; ++i)
-                        acc += x[t * K + i] * k[j * K + i] * expf(log_decay_between(g, K, j, t, i));
+                        acc += x[t * K + i] * k[j * K + i] * exp_rn(log_decay_between(g, K, j, t, i));
                     M[t * kChunk + j] = acc;
                 }
             }
@@ -326,7 +333,7 @@ __device__ void gated_scores(const float* x, const float* k, const float* g, int
 __device__ inline void scalar_gate_factors(const float* g, int L, float* F) {
     for (int e = threadIdx.x; e < kChunk * kChunk; e += blockDim.x) {
         const int t = e / kChunk, j = e % kChunk;
-        F[e] = t < L && j <= t ? expf(log_decay_between(g, 1, j, t, 0)) : 0.0f;
+        F[e] = t < L && j <= t ? exp_rn(log_decay_between(g, 1, j, t, 0)) : 0.0f;
     }
     __syncthreads();
 }
@@ -365,7 +372,7 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
             anchor_rows(x, g, a, end, K, xa);
             for (int e = tid; e < a * K; e += nt) {
                 const int j = e / K, i = e % K;
-                ea[j * K + i] = expf(log_decay_between(g, K, j, a, i));
+                ea[j * K + i] = exp_rn(log_decay_between(g, K, j, a, i));
             }
             __syncthreads();
             for (int e = tid; e < (end - a) * K; e += nt) {
@@ -373,9 +380,9 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
                 float anchored = 0.0f;
                 for (int j = 0; j < a; ++j) anchored += dM[t * kChunk + j] * (k[j * K + i] * ea[j * K + i]);
                 float acc = gx[t * K + i];
-                acc += anchored * expf(log_decay_between(g, K, a, t, i));
+                acc += anchored * exp_rn(log_decay_between(g, K, a, t, i));
                 for (int j = a; j < (strict ? t : t + 1); ++j)
-                    acc += dM[t * kChunk + j] * k[j * K + i] * expf(log_decay_between(g, K, j, t, i));
+                    acc += dM[t * kChunk + j] * k[j * K + i] * exp_rn(log_decay_between(g, K, j, t, i));
                 gx[t * K + i] = acc;
             }
             for (int e = tid; e < end * K; e += nt) {
@@ -389,7 +396,7 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
                     KahanSum range;
                     for (int t = j; t < end; ++t) {
                         if (t > j) range.add(g[t * K + i]);
-                        if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * expf(range.sum);
+                        if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * exp_rn(range.sum);
                     }
                 }
                 gk[e] = acc;

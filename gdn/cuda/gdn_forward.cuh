@@ -78,7 +78,7 @@ __device__ __forceinline__ float to_end_at(const float* to_end, int t, int i, in
 template <int GATE>
 __device__ __forceinline__ void half_chunk_decay(ScanStep st, int K, float* dec) {
     const int tid = threadIdx.x, nt = blockDim.x;
-    for (int i = tid; i < K; i += nt) dec[i] = expf(0.5f * gamma_at<GATE>(st.gam, st.L - 1, i, K));
+    for (int i = tid; i < K; i += nt) dec[i] = exp_rn(0.5f * gamma_at<GATE>(st.gam, st.L - 1, i, K));
 }
 
 // Per chunk and value head: γ (Kahan prefix sums) and e^{γ_C − γ_t} (range sums) into the
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, 
         }
         for (int e = tid; e < kChunk * GK; e += nt) {
             const int t = e / GK, i = e % GK;
-            w.to_end[sh * kChunk * GK + e] = t < c.L ? expf(log_decay_between(g_s, GK, t, c.L - 1, i)) : 0.0f;
+            w.to_end[sh * kChunk * GK + e] = t < c.L ? exp_rn(log_decay_between(g_s, GK, t, c.L - 1, i)) : 0.0f;
         }
         __syncthreads();
         for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) prepare_chunks(Dims d, Workspace w, 
         const int t = e / K, i = e % K;
         float acc = 0.0f;
         for (int j = 0; j <= t && t < c.L; ++j)
-            acc += T_s[t * kChunk + j] * (expf(gamma_at<GATE>(gam_s, j, i, K)) * bk_s[j * K + i]);
+            acc += T_s[t * kChunk + j] * (exp_rn(gamma_at<GATE>(gam_s, j, i, K)) * bk_s[j * K + i]);
         w.W[sh * kChunk * K + e] = acc;
     }
     const TI* v = static_cast<const TI*>(a.v);
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) chunk_output(Dims d, Workspace w, Fo
     const TI* q = static_cast<const TI*>(a.q);
     for (int e = tid; e < kChunk * K; e += nt) {
         const int t = e / K, i = e % K;
-        qt_s[e] = t < c.L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * expf(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
+        qt_s[e] = t < c.L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * exp_rn(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
     }
     for (int e = tid; e < kChunk * kChunk; e += nt) P_s[e] = w.P[sh * kChunk * kChunk + e];
     __syncthreads();

@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
             KahanSum rest;
             for (int t = kChunk - 1; t >= 0; --t) {
                 if (t < L - 1) rest.add(g_s[(t + 1) * GK + i]);
-                w.to_end[sh * kChunk * GK + t * GK + i] = t < L ? expf(rest.sum) : 0.0f;
+                w.to_end[sh * kChunk * GK + t * GK + i] = t < L ? exp_rn(rest.sum) : 0.0f;
             }
         }
         __syncthreads();
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
     // The right operands: Λ(β ⊙ K) (zero past L, where β ⊙ K is) and β.
     float* r_s = xa_s;
     float* b_s = ka_s;
-    for (int e = tid; e < kChunk * K; e += nt) r_s[e] = expf(gamma_at<GATE>(gam_s, e / K, e % K, K)) * bk_s[e];
+    for (int e = tid; e < kChunk * K; e += nt) r_s[e] = exp_rn(gamma_at<GATE>(gam_s, e / K, e % K, K)) * bk_s[e];
     for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? beta_at(t) : 0.0f;
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims d, Workspace
     for (int e = tid; e < kChunk * K; e += nt) {
         const int t = e / K, i = e % K;
         qt_s[t * ldq + i] =
-            t < L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * expf(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
+            t < L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * exp_rn(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
     }
     for (int e = tid; e < kChunk * kChunk; e += nt) P_s[(e / kChunk) * ldp + e % kChunk] = w.P[sh * kChunk * kChunk + e];
     const float* S0 = w.states + sh * K * V;

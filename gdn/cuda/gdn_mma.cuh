@@ -119,7 +119,7 @@ __device__ inline void scalar_gate_factors_running(const float* g, int L, float*
         KahanSum range;
         for (int t = 0; t < kChunk; ++t) {
             if (t > j && t < L) range.add(g[t]);
-            F[t * kChunk + j] = t < L && j <= t ? expf(range.sum) : 0.0f;
+            F[t * kChunk + j] = t < L && j <= t ? exp_rn(range.sum) : 0.0f;
         }
     }
     __syncthreads();
@@ -143,7 +143,7 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
             KahanSum back;
             for (int j = a - 1; j >= 0; --j) {
                 back.add(g[(j + 1) * K + i]);
-                const float f = expf(back.sum);
+                const float f = exp_rn(back.sum);
                 ka[j * K + i] = k ? k[j * K + i] * f : f;
             }
         } else {
@@ -151,7 +151,7 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
             KahanSum up;
             for (int t = a; t < end; ++t) {
                 if (t > a) up.add(g[t * K + i]);
-                xa[t * K + i] = x[t * K + i] * expf(up.sum);
+                xa[t * K + i] = x[t * K + i] * exp_rn(up.sum);
             }
         }
     }
@@ -190,7 +190,7 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
                 const int t = a + tt;
                 if (tt > jj) range.add(g[t * K + i]);
                 if (tt > jj || !strict)
-                    table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * expf(range.sum);
+                    table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * exp_rn(range.sum);
             }
         }
         __syncthreads();
@@ -298,7 +298,7 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
                 KahanSum range;
                 for (int t = j; t < end; ++t) {
                     if (t > j) range.add(g[t * K + i]);
-                    if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * expf(range.sum);
+                    if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * exp_rn(range.sum);
                 }
             }
             gk[e] = acc;
@@ -310,7 +310,7 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
                 KahanSum range;
                 for (int tt = jj; tt < n; ++tt) {
                     if (tt > jj) range.add(g[(a + tt) * K + i]);
-                    fd[diag_pair(tt, jj) * kDiagChannels + c] = expf(range.sum);
+                    fd[diag_pair(tt, jj) * kDiagChannels + c] = exp_rn(range.sum);
                 }
             }
             __syncthreads();

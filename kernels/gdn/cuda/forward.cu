@@ -4,7 +4,7 @@
 // (gate, delta, scale, initial_state). How a call becomes the kernels' parameters, and what the
 // kernels refuse, is in gdn_call.cuh.
 // Build (from the repository root):
-//   nvcc -std=c++20 -O3 -shared -Xcompiler -fPIC,-fvisibility=hidden
+//   nvcc -std=c++20 -O3 -fmad=false -shared -Xcompiler -fPIC,-fvisibility=hidden
 //        -gencode=arch=compute_90a,code=sm_90a -Iinclude -Ikernels/common
 //        kernels/gdn/cuda/forward.cu -o kcv_gdn_forward.so
 #include "gdn_call.cuh"
