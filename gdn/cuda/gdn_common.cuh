@@ -338,6 +338,29 @@ __device__ inline void scalar_gate_factors(const float* g, int L, float* F) {
     __syncthreads();
 }
 
+// gk of a per-channel gate for the row sub-chunk [a, end) with anchor a: one thread per (j, i),
+//   gk_j += Σ_t dM_tj (x_t e^{γ_t−γ_a}) e^{γ_a−γ_j}   (j < a: xa anchored rows, ea anchor factors),
+//   gk_j += Σ_t dM_tj x_t e^{γ_t−γ_j}                 (a ≤ j ≤ t),
+// over t ascending, the exponents over (j, t] for t = j, j + 1, … from one running Kahan sum (the
+// same bits as summing each range afresh).
+__device__ inline void add_subchunk_gk(const float* dM, const float* x, const float* g, const float* xa,
+                                       const float* ea, int a, int end, int K, bool strict, float* gk) {
+    for (int e = threadIdx.x; e < end * K; e += blockDim.x) {
+        const int j = e / K, i = e % K;
+        float acc = gk[e];
+        if (j < a) {
+            for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
+        } else {
+            KahanSum range;
+            for (int t = j; t < end; ++t) {
+                if (t > j) range.add(g[t * K + i]);
+                if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * exp_rn(range.sum);
+            }
+        }
+        gk[e] = acc;
+    }
+}
+
 // Its adjoint: given dM on the same support (C×C), writes the gradients of x and k into gx, gk
 // (C×K) and adds x ⊙ gx − k ⊙ gk to dgam (the anchor's contributions cancel; for a scalar gate
 // summed over channels into dgam[t]). Gradients of rows ≥ L are zero. F holds the scalar gate's
@@ -385,22 +408,7 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
                     acc += dM[t * kChunk + j] * k[j * K + i] * exp_rn(log_decay_between(g, K, j, t, i));
                 gx[t * K + i] = acc;
             }
-            for (int e = tid; e < end * K; e += nt) {
-                const int j = e / K, i = e % K;
-                float acc = gk[e];
-                if (j < a) {
-                    for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
-                } else {
-                    // exponents over (j, t] for t = j, j + 1, …: one running Kahan sum, the same
-                    // bits as summing each range afresh.
-                    KahanSum range;
-                    for (int t = j; t < end; ++t) {
-                        if (t > j) range.add(g[t * K + i]);
-                        if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * exp_rn(range.sum);
-                    }
-                }
-                gk[e] = acc;
-            }
+            add_subchunk_gk(dM, x, g, xa, ea, a, end, K, strict, gk);
             __syncthreads();
         }
     }

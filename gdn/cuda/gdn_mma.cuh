@@ -288,21 +288,7 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
     for (int a = 0; a < L; a += kSub) {
         const int end = min(L, a + kSub), n = end - a;
         anchor_subchunk_running(x, nullptr, g, a, end, K, xa, ea);
-        for (int e = tid; e < end * K; e += nt) {
-            const int j = e / K, i = e % K;
-            float acc = gk[e];
-            if (j < a) {
-                for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
-            } else {
-                // exponents over (j, t] for t = j, j + 1, …: one running Kahan sum.
-                KahanSum range;
-                for (int t = j; t < end; ++t) {
-                    if (t > j) range.add(g[t * K + i]);
-                    if (t > j || !strict) acc += dM[t * kChunk + j] * x[t * K + i] * exp_rn(range.sum);
-                }
-            }
-            gk[e] = acc;
-        }
+        add_subchunk_gk(dM, x, g, xa, ea, a, end, K, strict, gk);
         for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
             const int nc = min(kDiagChannels, K - i0);
             for (int e = tid; e < n * nc; e += nt) {
