@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kcv/kcv_kernel.h"
+#include "loaded_library.hpp"
 // chunked_forward/backward are compiled into the test binary by test_gdn_chunked.cpp.
 #include "../../gdn/cpu/gdn_chunked.hpp"
 #include "../../gdn/oracle/gdn_oracle.hpp"
@@ -29,18 +30,10 @@ namespace {
 
 using kcv::gdn::GateKind;
 
-struct Library {
-    void* handle = nullptr;
-    explicit Library(const std::string& name) {
-        handle = dlopen((std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_" + name + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    }
-    ~Library() {
-        if (handle) dlclose(handle);
-    }
-    template <class F>
-    F get(const char* symbol) const {
-        return reinterpret_cast<F>(dlsym(handle, symbol));
-    }
+// A control library of the build, kcv_controls_<name>.so.
+struct Library : kcv::testing::LoadedLibrary {
+    explicit Library(const std::string& name)
+        : LoadedLibrary(std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_" + name + ".so") {}
 };
 
 // A float32 tensor over caller-owned storage; `stride2` doubles every stride (interleaved gaps).

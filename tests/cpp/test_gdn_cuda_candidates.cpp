@@ -16,6 +16,7 @@
 
 #include "kcv/contract.hpp"
 #include "kcv/kcv_kernel.h"
+#include "loaded_library.hpp"
 
 #ifndef KCV_TEST_KERNEL_DIR
 #define KCV_TEST_KERNEL_DIR "build/out/kernels"
@@ -25,22 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Candidate {
-    void* handle = nullptr;
-    explicit Candidate(const std::string& kind) {
-        handle = dlopen((std::string(KCV_TEST_KERNEL_DIR) + "/cuda/kcv_gdn_" + kind + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    }
-    ~Candidate() {
-        if (handle) dlclose(handle);
-    }
-    template <class F>
-    F get(const char* symbol) const {
-        return reinterpret_cast<F>(dlsym(handle, symbol));
-    }
-    std::string text(const char* symbol) const {
-        auto f = get<const char* (*)()>(symbol);
-        return f ? f() : "";
-    }
+// A candidate library of the build, cuda/kcv_gdn_<kind>.so.
+struct Candidate : kcv::testing::LoadedLibrary {
+    explicit Candidate(const std::string& kind)
+        : LoadedLibrary(std::string(KCV_TEST_KERNEL_DIR) + "/cuda/kcv_gdn_" + kind + ".so") {}
 };
 
 #define KCV_REQUIRE_GDN_CANDIDATES()                                                            \
