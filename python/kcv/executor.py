@@ -448,18 +448,27 @@ class Executor:
         a probe that ``admit`` refuses is not run."""
         outcomes = _core.Outcomes()
         skipped = []
-        for p in probes:
+        not_run = None
+        settings = json.dumps(self.settings)
+        for i, p in enumerate(probes):
             if progress:
                 progress(p["id"])
             if admit is not None and not admit(p):
                 continue
+            ran = len(outcomes)
             skip = self.run_probe(p, outcomes, role)
             if skip:
                 skipped.append(skip)
-        result = json.loads(_core.judge(gate, self.task.contract, json.dumps(self.settings), outcomes,
+            elif len(outcomes) > ran and _core.ends_gate(gate, self.task.contract, settings, outcomes,
+                                                         oracle=self._external_reference):
+                not_run = json.loads(_core.not_run_detail(len(probes) - i - 1, p["id"])) if i + 1 < len(probes) else None
+                break
+        result = json.loads(_core.judge(gate, self.task.contract, settings, outcomes,
                                         oracle=self._external_reference))
         if skipped:
             add_detail(result, {"skipped": skipped})
+        if not_run:
+            add_detail(result, {"not_run": not_run})
         return result
 
     def overridden_probe(self, gate: str, override: dict) -> tuple[dict | None, str, str]:

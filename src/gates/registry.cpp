@@ -1,4 +1,5 @@
 // The table of the twelve gates, and the JSON form of results and settings.
+#include <algorithm>
 #include <sstream>
 
 #include "gates/gate_common.hpp"
@@ -18,6 +19,28 @@ const GateDef* find_gate(const std::string& id) {
         if (id == g.id) return &g;
     }
     return nullptr;
+}
+
+bool ends_gate(const GateDef& g, const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes) {
+    if (outcomes.empty()) return false;
+    const ProbeOutcome& last = outcomes.back();
+    if (last.probe.out_of_range_indices) return false;
+    const bool refused = std::any_of(last.calls.begin(), last.calls.end(), [](const CallOutcome& co) {
+        return co.facts.status != 0 && co.reference_error.empty() && !co.reference.empty();
+    });
+    if (!refused) return false;
+    try {
+        return g.judge(c, s, outcomes).verdict == Verdict::fail;
+    } catch (const std::exception&) {
+        return false;   // a judge that cannot decide on part of its probes runs them all
+    }
+}
+
+nlohmann::json not_run_detail(size_t probes, const std::string& after) {
+    return {{"probes", probes},
+            {"after", after},
+            {"reason", "the candidate returned an error at probe " + after +
+                           " and the gate had failed; the remaining probes could only repeat that failure"}};
 }
 
 const char* name(Verdict v) {

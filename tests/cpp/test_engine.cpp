@@ -14,6 +14,7 @@
 #include "engine/sandbox.hpp"
 #include "kcv/aggregate.hpp"
 #include "kcv/audit.hpp"
+#include "kcv/gate.hpp"
 #include "kcv/probe.hpp"
 #include "kcv/record.hpp"
 #include "kcv/verify.hpp"
@@ -119,6 +120,37 @@ TEST(Verify, CrashingCandidateFailsEveryGateItRuns) {
     }
     EXPECT_EQ(gate(r, "PRC-02").verdict, Verdict::na);
     EXPECT_EQ(gate(r, "PRC-02").reason, "not requested");
+}
+
+TEST(Verify, ACandidateErrorEndsTheGateAtItsFirstProbe) {
+    // Once the candidate's error has failed a gate, its remaining probes are not run: they could
+    // only fail it again, at the price of their references (every CMP-01 size).
+    VerifyOptions o = quick_options();
+    o.only_gates = {"CMP-01", "ORD-01", "EXC-02"};
+    const Contract c = resolve_contract("relu-f32");
+    Record r = verify(c, bad_kernel("refuse"), o);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    for (const char* id : {"CMP-01", "ORD-01", "EXC-02"}) {
+        const GateResult& g = gate(r, id);
+        EXPECT_EQ(g.verdict, Verdict::fail) << id << ": " << g.reason;
+        EXPECT_EQ(g.probes, 1) << id;
+        ASSERT_FALSE(g.evidence.empty()) << id;
+        EXPECT_NE(g.evidence.front().signature.find("refused: no kernel for this shape"), std::string::npos)
+            << g.evidence.front().signature;
+        const size_t planned = find_gate(id)->plan(c, o.settings).size();
+        if (planned > 1) {
+            ASSERT_TRUE(g.detail.contains("not_run")) << id << ": " << g.detail.dump();
+            EXPECT_EQ(g.detail["not_run"]["probes"].get<size_t>(), planned - 1) << id;
+            EXPECT_EQ(g.detail["not_run"]["after"], g.evidence.front().probe) << id;
+        }
+    }
+    // CMP-01 plans several sizes, so the rule is exercised and not vacuous.
+    EXPECT_GT(find_gate("CMP-01")->plan(c, o.settings).size(), 1u);
+    // A candidate that answers runs every planned probe.
+    Record honest = verify(c, bad_kernel("relu_exact"), o);
+    const GateResult& g = gate(honest, "CMP-01");
+    EXPECT_EQ(static_cast<size_t>(g.probes), find_gate("CMP-01")->plan(c, o.settings).size());
+    EXPECT_FALSE(g.detail.is_object() && g.detail.contains("not_run")) << g.detail.dump();
 }
 
 TEST(Verify, HangingCandidateFailsWithHang) {

@@ -193,3 +193,24 @@ def test_the_control_runs_once_per_call_for_both_passes(monkeypatch):
     assert not excluded and result["verdict"] == "pass", explain(result)
     # The control pass computes the control's output; the candidate's pass reads it back.
     assert 0 < len(runs) <= calls
+
+
+def test_a_candidate_error_ends_each_gate_at_its_first_probe():
+    # libkcv decides (ends_gate) that the error has failed the gate; its other probes, each with
+    # a float64 reference and a control run, are not run, and the result says how many.
+    ex = executor_for("relu", "relu_raises")
+    for gate in ("CMP-01", "ORD-01", "EXC-01"):
+        planned = len(ex.plan(gate))
+        r = judged(ex, gate)
+        assert r["verdict"] == "fail", explain(r)
+        assert r["probes"] == 1, explain(r)
+        assert "no kernel for this shape" in r["evidence"][0]["signature"], explain(r)
+        if planned > 1:
+            assert r["detail"]["not_run"]["probes"] == planned - 1, r["detail"]
+            assert r["detail"]["not_run"]["after"] == r["evidence"][0]["probe"]
+    assert len(ex.plan("CMP-01")) > 1
+    # An answering candidate runs every probe the gate plans.
+    honest = executor_for("relu", "relu_correct_torch")
+    r = judged(honest, "CMP-01")
+    assert r["verdict"] == "pass" and r["probes"] == len(honest.plan("CMP-01")), explain(r)
+    assert "not_run" not in (r.get("detail") or {})
