@@ -24,6 +24,8 @@
 #              the CPU controls run beside each GPU candidate); the records in $LOG/gdn_gates/, a table
 #              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step,
 #              GDN_CONTRACTS (an extended regular expression) picks contracts by file name
+#   mma-subnormals  bench/mma_subnormals.cu: what cvt.rna.tf32, mma.sync (TF32, bf16) and float32
+#              arithmetic do with subnormal operands and results on this GPU
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -145,6 +147,11 @@ for n in names:
     print(f"{n:38} {verdict:8} {r.get('seconds', 0):7.1f}  {detail}")
 PY
       cat "$LOG/gdn_gates/table.txt"
+      ;;
+    mma-subnormals)
+      { nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a bench/mma_subnormals.cu -o /tmp/mma_subnormals &&
+        timeout "$(cap 60 10)" /tmp/mma_subnormals; } > "$LOG/mma_subnormals.log" 2>&1
+      cat "$LOG/mma_subnormals.log"
       ;;
     audit:*)
       name=${step#audit:}
