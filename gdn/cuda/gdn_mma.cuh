@@ -7,9 +7,20 @@
 // hi_a·hi_b + hi_a·lo_b + lo_a·hi_b: the dropped lo_a·lo_b and the two residuals leave at most
 // about 3·2^-22·|a·b|, a few float32 unit roundoffs, against the float32 FMA of version 1. Each
 // tile product of 8 terms is exact in the tensor core and added to a float32 accumulator, in a
-// fixed order (k ascending, low terms before the high one), so results are bitwise reproducible.
-// An operand known to be exactly representable in TF32 (raw bf16 or fp16 inputs: at most 11
-// significant bits, exponent in range) has lo = 0 and its low term is skipped.
+// fixed order (k ascending), so results are bitwise reproducible. An operand known to be exactly
+// representable in TF32 (raw bf16 or fp16 inputs: at most 11 significant bits, exponent in range)
+// has lo = 0 and its low term is skipped.
+//
+// Small values: TF32 has float32's exponent range but only 10 fraction bits, so below 2^-126 its
+// step is 2^-136 where float32's is 2^-149 (measured on an H200 by bench/mma_subnormals.cu: a
+// TF32 operand of 2^-140 contributes nothing, while products and accumulators that are subnormal
+// are kept exactly). Split naively, a value of subnormal scale loses its last 13 bits in both
+// parts, and one under 2^-137 vanishes: a flush to zero in all but name, which EXC-02 caught in
+// the backward (every gradient of a subnormal q lives at that scale). So lo is taken of
+// (a − hi)·2^13, where its step is float32's, and the low products are summed in an accumulator
+// of their own, scaled back by 2^-13 and added to the high one once, after the last k. The
+// scaling is exact (a power of two) unless |a| ≥ 2^126, where (a − hi)·2^13 may overflow; values
+// that large overflow the recurrence's float32 state anyway.
 //
 // This is the warp-synchronous mma.sync of sm_80, a first tensor-core step; wgmma (sm_90a,
 // asynchronous, shared-memory descriptors) is the next one.
@@ -57,11 +68,14 @@ __device__ __forceinline__ float tf32_value(uint32_t bits) {
 #endif
 }
 
-// hi = tf32(x), lo = tf32(x − hi) (zero when x is exact in TF32).
+// The low parts' scale: 2^13 lifts float32's subnormal step 2^-149 to TF32's 2^-136.
+constexpr float kLowScale = 0x1p13f, kLowUnscale = 0x1p-13f;
+
+// hi = tf32(x), lo = tf32((x − hi)·2^13) (zero when x is exact in TF32).
 template <bool EXACT>
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
     hi = to_tf32(x);
-    lo = EXACT ? 0u : to_tf32(x - tf32_value(hi));
+    lo = EXACT ? 0u : to_tf32((x - tf32_value(hi)) * kLowScale);
 }
 
 // out(m, n, Σ_{k<Kd} A(m, k)·B(k, n)) for every m < M, n < N, the products on tensor cores.
@@ -77,9 +91,10 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
     const int mtiles = (M + 15) / 16, ntiles = (N + 8 * NT - 1) / (8 * NT);
     for (int tile = warp; tile < mtiles * ntiles; tile += warps) {
         const int m0 = (tile / ntiles) * 16, n0 = (tile % ntiles) * 8 * NT;
-        float acc[NT][4];
+        constexpr bool kLow = !AEXACT || !BEXACT;
+        float acc[NT][4], low[NT][4];
         for (int j = 0; j < NT; ++j)
-            for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
+            for (int r = 0; r < 4; ++r) acc[j][r] = low[j][r] = 0.0f;
         for (int k0 = 0; k0 < Kd; k0 += 8) {
             uint32_t ahi[4], alo[4];
             for (int r = 0; r < 4; ++r) {
@@ -93,15 +108,15 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                     const int k = k0 + c + r * 4;
                     split_tf32<BEXACT>(n < N && k < Kd ? B(k, n) : 0.0f, bhi[r], blo[r]);
                 }
-                if (!AEXACT) mma_tf32(acc[j], alo, bhi);
-                if (!BEXACT) mma_tf32(acc[j], ahi, blo);
+                if (!AEXACT) mma_tf32(low[j], alo, bhi);
+                if (!BEXACT) mma_tf32(low[j], ahi, blo);
                 mma_tf32(acc[j], ahi, bhi);
             }
         }
         for (int j = 0; j < NT; ++j)
             for (int r = 0; r < 4; ++r) {
                 const int m = m0 + g + (r >> 1) * 8, n = n0 + 8 * j + 2 * c + (r & 1);
-                if (m < M && n < N) out(m, n, acc[j][r]);
+                if (m < M && n < N) out(m, n, kLow ? acc[j][r] + low[j][r] * kLowUnscale : acc[j][r]);
             }
     }
 }

@@ -38,6 +38,7 @@ struct Case {
     Shape shape;
     bool h0 = true, dht = true;
     double g_lo = -1.0, g_hi = 0.0;   // log decay drawn from U(g_lo, g_hi)
+    double q_scale = 1.0;             // q drawn from N(0, q_scale²)
 };
 
 struct Inputs {
@@ -55,7 +56,7 @@ Inputs draw(const Case& c, uint32_t seed) {
     };
     const double ks = 1.0 / std::sqrt(double(s.K));
     Inputs in;
-    fill(in.q, s.qk_size(), [&] { return n01(rng); });
+    fill(in.q, s.qk_size(), [&] { return c.q_scale * n01(rng); });
     fill(in.k, s.qk_size(), [&] { return ks * n01(rng); });
     fill(in.v, s.v_size(), [&] { return n01(rng); });
     fill(in.g, s.g_size(c.member.gate), [&] { return c.g_lo + (c.g_hi - c.g_lo) * u01(rng); });
@@ -191,12 +192,12 @@ Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out) {
     return r;
 }
 
-void run_case(const Case& c, uint32_t seed, int version = 1) {
+void run_case(const Case& c, uint32_t seed, int version = 1, double bound = 1.0) {
     const Inputs in = draw(c, seed);
     const Outputs out = run_kernels(c, in, version);
     const Ratios r = against_oracle(c, in, out);
     std::printf("  %-34s %s\n", c.name.c_str(), r.str().c_str());
-    for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << c.name << " seed " << seed << " " << n << ": " << r.str();
+    for (auto& [n, x] : r.r) EXPECT_LE(x, bound) << c.name << " seed " << seed << " " << n << ": " << r.str();
 }
 
 Shape varlen_shape(const std::vector<int64_t>& lengths, int64_t H, int64_t HV, int64_t K, int64_t V) {
@@ -267,6 +268,27 @@ TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
         run_case({n + "/varlen-long-and-partial", m, long_and_partial()}, ++seed, 2);
         if (m.gate != GateKind::none)
             run_case({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0}, ++seed, 2);
+    }
+}
+
+// Subnormal queries, as EXC-02 draws them, without h0 and dht: every output but ht and dq then
+// exists only at the scale of q (around 2^-130), where float32 keeps a fixed step of 2^-149. TF32
+// keeps 10 fraction bits with float32's exponent range, so its own step there is 2^-136: a 3xTF32
+// split of such a value rounds both of its parts to that step, and values under 2^-137 vanish.
+// The low parts are therefore split at 2^13 times their size and summed apart (gdn_mma.cuh).
+// At this scale every product rounds to the fixed step, which the error model's one step of
+// absolute slack does not cover for chains of products: version 1 (float32 FMA) reaches 2.9 of
+// the bound here, the tensor-core kernels 3.6, and before the scaled split 1,200 to 9,400.
+TEST(GdnCudaEmulated, TensorCoreKernelsKeepSubnormalScaleOperands) {
+    constexpr double kSubnormalSteps = 8.0;
+    uint32_t seed = 1100;
+    for (Member m : kcv::gdn::all_members()) {
+        const std::string n = std::string(kcv::gdn::member_name(m));
+        for (int version : {1, 2}) {
+            const Case c{n + "/v" + std::to_string(version) + "/subnormal-q", m, Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}},
+                         false, false, -1.0, 0.0, 0x1p-130};
+            run_case(c, ++seed, version, kSubnormalSteps);
+        }
     }
 }
 
