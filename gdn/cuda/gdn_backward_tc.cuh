@@ -66,35 +66,42 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
         const size_t sh = st.sh;
         const float* gam = st.gam;
         dS.store(w.dstates, st.slot);
-        batched_copy<3>(
-            kChunk * K,
-            [&](int e, float* v) {
-                const int t = e / K, i = e % K;
-                const bool in = t < L;
+        // Loads kScanBatch elements per thread ahead of their stores, as state_scan_tc does.
+        for (int e0 = tid; e0 < kChunk * K; e0 += kScanBatch * nt) {
+            float ktv[kScanBatch], qv[kScanBatch], bkv[kScanBatch];
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / K, i = e % K;
+                const bool in = e < kChunk * K && t < L;
                 const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
                 const float kv = in ? to_float(k[at]) : 0.0f;
-                v[0] = in ? kv * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
-                v[1] = in ? to_float(q[at]) : 0.0f;
-                v[2] = DELTA && in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
-            },
-            [&](int e, const float* v) {
-                const int t = e / K, i = e % K;
-                kt_s[t * ldk + i] = v[0];
-                q_s[t * ldq + i] = v[1];
-                if (DELTA) bk_s[t * ldq + i] = v[2];
-            });
+                ktv[u] = in ? kv * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
+                qv[u] = in ? to_float(q[at]) : 0.0f;
+                bkv[u] = DELTA && in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
+            }
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / K, i = e % K;
+                if (e >= kChunk * K) break;
+                kt_s[t * ldk + i] = ktv[u];
+                q_s[t * ldq + i] = qv[u];
+                if (DELTA) bk_s[t * ldq + i] = bkv[u];
+            }
+        }
         for (int e = tid; e < kChunk * GK; e += nt)
             half_s[e] = GATE != 0 && e / GK < L ? exp_rn(0.5f * gam[e]) : 1.0f;
-        batched_copy<2>(
-            kChunk * kChunk,
-            [&](int e, float* v) {
-                v[0] = w.P[sh * kChunk * kChunk + e];
-                v[1] = DELTA ? w.Tm[sh * kChunk * kChunk + e] : 0.0f;
-            },
-            [&](int e, const float* v) {
-                P_s[e / kChunk * ldp + e % kChunk] = v[0];
-                if (DELTA) T_s[e / kChunk * ldp + e % kChunk] = v[1];
-            });
+        for (int e0 = tid; e0 < kChunk * kChunk; e0 += kScanBatch * nt) {
+            float pv[kScanBatch], tv[kScanBatch];
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt;
+                pv[u] = e < kChunk * kChunk ? w.P[sh * kChunk * kChunk + e] : 0.0f;
+                tv[u] = DELTA && e < kChunk * kChunk ? w.Tm[sh * kChunk * kChunk + e] : 0.0f;
+            }
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / kChunk, s = e % kChunk;
+                if (e >= kChunk * kChunk) break;
+                P_s[t * ldp + s] = pv[u];
+                if (DELTA) T_s[t * ldp + s] = tv[u];
+            }
+        }
         for (int e = tid; e < kChunk * kScanCols; e += nt) {
             const int t = e / kScanCols, col = e % kScanCols;
             dO_s[t * kScanLd + col] =

@@ -154,25 +154,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
 constexpr int kScanLd = 24;
 constexpr int kScanBatch = 8;
 
-// Copies elements [0, count) with the block's threads, kScanBatch elements per thread at a time,
-// every load of a batch before any of its stores, so that a batch's global-memory loads are in
-// flight together instead of one latency per element. load(e, v) reads element e's N values
-// into v; store(e, v) writes them.
-template <int N, class Load, class Store>
-__device__ __forceinline__ void batched_copy(int count, Load load, Store store) {
-    const int nt = blockDim.x;
-    for (int e0 = threadIdx.x; e0 < count; e0 += kScanBatch * nt) {
-        float v[kScanBatch][N];
-        for (int u = 0; u < kScanBatch; ++u)
-            if (e0 + u * nt < count) load(e0 + u * nt, v[u]);
-        for (int u = 0; u < kScanBatch; ++u) {
-            const int e = e0 + u * nt;
-            if (e >= count) break;
-            store(e, v[u]);
-        }
-    }
-}
-
 template <int GATE, bool DELTA, class TI>
 __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
@@ -195,18 +176,24 @@ __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w
         const int r0 = st.r0, L = st.L;
         const size_t sh = st.sh;
         S.store(w.states, st.slot);
-        batched_copy<2>(
-            kChunk * K,
-            [&](int e, float* v) {
-                const int t = e / K, i = e % K;
-                v[0] = t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
-                v[1] = DELTA ? w.W[sh * kChunk * K + e] : 0.0f;
-            },
-            [&](int e, const float* v) {
-                const int t = e / K, i = e % K;
-                kt_s[t * ldk + i] = v[0];
-                if (DELTA) W_s[t * ldw + i] = v[1];
-            });
+        // kScanBatch elements per thread at a time, all loads before the stores: the loads of a
+        // batch are in flight together instead of one global-memory latency per element.
+        for (int e0 = tid; e0 < kChunk * K; e0 += kScanBatch * nt) {
+            float kv[kScanBatch], wv[kScanBatch];
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / K, i = e % K;
+                const bool in = e < kChunk * K && t < L;
+                kv[u] = in ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
+                           : 0.0f;
+                wv[u] = DELTA && e < kChunk * K ? w.W[sh * kChunk * K + e] : 0.0f;
+            }
+            for (int u = 0; u < kScanBatch; ++u) {
+                const int e = e0 + u * nt, t = e / K, i = e % K;
+                if (e >= kChunk * K) break;
+                kt_s[t * ldk + i] = kv[u];
+                if (DELTA) W_s[t * ldw + i] = wv[u];
+            }
+        }
         half_chunk_decay<GATE>(st, K, dec_s);
         __syncthreads();
         // Δ = U − W S (delta members) or V.
