@@ -73,24 +73,41 @@ def _integer_value(node: ast.expr) -> int | None:
     return None
 
 
-def _constant_assignments(source: str) -> dict[str, ast.Assign]:
-    """Module-level ``name = <integer constant expression>``, chained ones (``height = width =
-    256``) giving each of their names; the last assignment of a name wins."""
-    found: dict[str, ast.Assign] = {}
-    for node in ast.parse(source).body:
-        if (
-            isinstance(node, ast.Assign)
-            and all(isinstance(t, ast.Name) for t in node.targets)
-            and _integer_value(node.value) is not None
+def _bindings(node: ast.stmt) -> list[tuple[str, ast.expr]] | None:
+    """The (name, value expression) pairs of a module-level assignment whose every name gets an
+    integer constant expression: ``n = 4096``, chained ``height = width = 256`` and unpacked
+    ``height, width = 128, 128`` (a tuple of names from a tuple of the same length); else None."""
+    if not isinstance(node, ast.Assign):
+        return None
+    pairs: list[tuple[str, ast.expr]] = []
+    for target in node.targets:
+        if isinstance(target, ast.Name):
+            pairs.append((target.id, node.value))
+        elif (
+            isinstance(target, ast.Tuple)
+            and isinstance(node.value, ast.Tuple)
+            and len(target.elts) == len(node.value.elts)
+            and all(isinstance(e, ast.Name) for e in target.elts)
         ):
-            for target in node.targets:
-                found[target.id] = node
+            pairs.extend((e.id, v) for e, v in zip(target.elts, node.value.elts))
+        else:
+            return None
+    return pairs if all(_integer_value(v) is not None for _, v in pairs) else None
+
+
+def _constant_assignments(source: str) -> dict[str, tuple[ast.Assign, ast.expr]]:
+    """Module-level integer constants by name, with their statement and value expression; the
+    last assignment of a name wins."""
+    found: dict[str, tuple[ast.Assign, ast.expr]] = {}
+    for node in ast.parse(source).body:
+        for name, value in _bindings(node) or []:
+            found[name] = (node, value)
     return found
 
 
 def size_constants(source: str) -> dict[str, int]:
     """The module-level integer constants of a problem source, by name, in source order."""
-    return {name: _integer_value(node.value) for name, node in _constant_assignments(source).items()}
+    return {name: _integer_value(value) for name, (_, value) in _constant_assignments(source).items()}
 
 
 def override_constants(source: str, overrides: dict[str, int]) -> str:
@@ -107,20 +124,22 @@ def override_constants(source: str, overrides: dict[str, int]) -> str:
         raise KeyError(f"no module-level integer constant named {', '.join(unknown)}")
     lines = source.splitlines(keepends=True)
     # One edit per statement. A plain assignment gets its value expression replaced. A chained
-    # one (height = width = 256) becomes one assignment per name on the same line, so that its
-    # names can take different values: height = 128; width = 256.
+    # one (height = width = 256) or an unpacking one (height, width = 256, 256) becomes one
+    # assignment per name on the same line, so that its names can take different values:
+    # height = 128; width = 256.
     edits: dict[int, tuple[ast.Assign, dict[str, int]]] = {}
     for name, v in overrides.items():
-        node = assignments[name]
+        node = assignments[name][0]
         edits.setdefault(id(node), (node, {}))[1][name] = int(v)
     # Edit from the end of the file so that earlier offsets stay valid.
     for node, values in sorted(edits.values(), key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
-        if len(node.targets) == 1:
+        pairs = _bindings(node)
+        if len(pairs) == 1:
             span, text = node.value, repr(next(iter(values.values())))
         else:
-            original = ast.get_source_segment(source, node.value)
             span = node
-            text = "; ".join(f"{t.id} = {repr(values[t.id]) if t.id in values else original}" for t in node.targets)
+            text = "; ".join(f"{name} = {repr(values[name]) if name in values else ast.get_source_segment(source, value)}"
+                             for name, value in pairs)
         first, last = span.lineno - 1, span.end_lineno - 1
         head = lines[first][: _byte_to_char(lines[first], span.col_offset)]
         tail = lines[last][_byte_to_char(lines[last], span.end_col_offset) :]
