@@ -32,6 +32,18 @@ __device__ uint32_t to_tf32(float x) {
     return r;
 }
 
+// A thread's four elements of a 16×8 accumulator tile (the m16n8 D/C fragment layout), with
+// g = lane / 4 and t = lane % 4: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+__device__ int acc_index(int g, int t, int r) { return (g + (r >> 1) * 8) * 8 + 2 * t + (r & 1); }
+
+__device__ void load_acc(const float* c, int g, int t, float (&d)[4]) {
+    for (int r = 0; r < 4; ++r) d[r] = c[acc_index(g, t, r)];
+}
+
+__device__ void store_acc(float* out, int g, int t, const float (&d)[4]) {
+    for (int r = 0; r < 4; ++r) out[acc_index(g, t, r)] = d[r];
+}
+
 // D (16×8) = A (16×8, row-major) · B (8×8, column k-major: B[k*8+n]) + C, mma.sync.m16n8k8 TF32.
 // convert: pass the operands through cvt.rna.tf32.f32 (as the kernels do) or as raw float bits.
 __global__ void mma_tf32(const float* a, const float* b, const float* c, float* d, bool convert) {
@@ -40,16 +52,14 @@ __global__ void mma_tf32(const float* a, const float* b, const float* c, float* 
     const uint32_t a0 = op(a[g * 8 + t]), a1 = op(a[(g + 8) * 8 + t]), a2 = op(a[g * 8 + t + 4]),
                    a3 = op(a[(g + 8) * 8 + t + 4]);
     const uint32_t b0 = op(b[t * 8 + g]), b1 = op(b[(t + 4) * 8 + g]);
-    float d0 = c[g * 8 + 2 * t], d1 = c[g * 8 + 2 * t + 1], d2 = c[(g + 8) * 8 + 2 * t], d3 = c[(g + 8) * 8 + 2 * t + 1];
+    float acc[4];
+    load_acc(c, g, t, acc);
     asm volatile(
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    d[g * 8 + 2 * t] = d0;
-    d[g * 8 + 2 * t + 1] = d1;
-    d[(g + 8) * 8 + 2 * t] = d2;
-    d[(g + 8) * 8 + 2 * t + 1] = d3;
+    store_acc(d, g, t, acc);
 }
 
 __device__ uint32_t pack(float lo, float hi) {
@@ -65,16 +75,14 @@ __global__ void mma_bf16(const float* a, const float* b, const float* c, float* 
     const uint32_t a0 = pack(A(g, 2 * t), A(g, 2 * t + 1)), a1 = pack(A(g + 8, 2 * t), A(g + 8, 2 * t + 1)),
                    a2 = pack(A(g, 2 * t + 8), A(g, 2 * t + 9)), a3 = pack(A(g + 8, 2 * t + 8), A(g + 8, 2 * t + 9));
     const uint32_t b0 = pack(B(2 * t, g), B(2 * t + 1, g)), b1 = pack(B(2 * t + 8, g), B(2 * t + 9, g));
-    float d0 = c[g * 8 + 2 * t], d1 = c[g * 8 + 2 * t + 1], d2 = c[(g + 8) * 8 + 2 * t], d3 = c[(g + 8) * 8 + 2 * t + 1];
+    float acc[4];
+    load_acc(c, g, t, acc);
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    d[g * 8 + 2 * t] = d0;
-    d[g * 8 + 2 * t + 1] = d1;
-    d[(g + 8) * 8 + 2 * t] = d2;
-    d[(g + 8) * 8 + 2 * t + 1] = d3;
+    store_acc(d, g, t, acc);
 }
 
 __global__ void convert_tf32(const float* x, uint32_t* y, int n) {
