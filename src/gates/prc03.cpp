@@ -218,13 +218,14 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
     r.metric = metric;
     if (failing == 0) {
         r.verdict = Verdict::pass;
-        r.reason = "r = " + num(metric) + " <= 1 on " + std::to_string(outcomes.size()) + " probes (operands at " +
-                   name(allowed) + ")";
+        r.reason = "r = " + num(metric) + " <= 1 on " + std::to_string(outcomes.size()) +
+                   " probes (the fp32 inputs' operands allowed at " + name(allowed) + ")";
         return r;
     }
     r.verdict = Verdict::fail;
     r.reason = std::to_string(failing) + " of " + std::to_string(outcomes.size()) +
-               " probes outside the bound with operands at " + name(allowed) + "; largest r = " + num(metric);
+               " probes outside the bound with the fp32 inputs' operands allowed at " + name(allowed) +
+               "; largest r = " + num(metric);
     explain(c, s, outcomes, r);
     return r;
 }
