@@ -461,7 +461,8 @@ class Executor:
                 skipped.append(skip)
             elif len(outcomes) > ran and _core.ends_gate(gate, self.task.contract, settings, outcomes,
                                                          oracle=self._external_reference):
-                not_run = json.loads(_core.not_run_detail(len(probes) - i - 1, p["id"])) if i + 1 < len(probes) else None
+                if i + 1 < len(probes):
+                    not_run = json.loads(_core.not_run_detail(len(probes) - i - 1, p["id"]))
                 break
         result = json.loads(_core.judge(gate, self.task.contract, settings, outcomes,
                                         oracle=self._external_reference))

@@ -138,8 +138,10 @@ def override_constants(source: str, overrides: dict[str, int]) -> str:
             span, text = node.value, repr(next(iter(values.values())))
         else:
             span = node
-            text = "; ".join(f"{name} = {repr(values[name]) if name in values else ast.get_source_segment(source, value)}"
-                             for name, value in pairs)
+            text = "; ".join(
+                f"{name} = {repr(values[name]) if name in values else ast.get_source_segment(source, value)}"
+                for name, value in pairs
+            )
         first, last = span.lineno - 1, span.end_lineno - 1
         head = lines[first][: _byte_to_char(lines[first], span.col_offset)]
         tail = lines[last][_byte_to_char(lines[last], span.end_col_offset) :]
