@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import copy
 import functools
 import gc
 import json
@@ -154,10 +155,7 @@ class Executor:
                 reference, control = self._shared[1], self._shared[2]
             else:
                 self._shared = None
-                set_seed(WEIGHT_SEED)
-                reference = as_float64(problem.Model(*init).to(self.device))
-                set_seed(WEIGHT_SEED)
-                control = problem.Model(*init).to(device=self.device, dtype=torch.float32)
+                reference, control = self._reference_and_control(problem, init)
                 if shared_key is not None:
                     self._shared = (shared_key, reference, control)
             candidate, error = None, ""
@@ -173,6 +171,21 @@ class Executor:
         gc.freeze()
         _unfreeze_at_exit()
         return self._models
+
+    def _reference_and_control(self, problem: Problem, init: list) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """The problem's Model, initialised once from the weight seed: a float64 copy is the
+        reference and the model itself, in float32, the control. Two initialisations from the same
+        seed draw the same weights, and on a large layer drawing them on the host is most of what
+        a new size costs (a 4097 × 32768 Linear takes about a second). A model that cannot be
+        copied is initialised again."""
+        set_seed(WEIGHT_SEED)
+        model = problem.Model(*init)
+        try:
+            reference = copy.deepcopy(model)
+        except Exception:
+            set_seed(WEIGHT_SEED)
+            reference = problem.Model(*init)
+        return as_float64(reference.to(self.device)), model.to(device=self.device, dtype=torch.float32)
 
     def _shared_key(self, overrides: dict[str, int], init: list) -> tuple | None:
         """What identifies the problem's models at these sizes (the init arguments), or None where

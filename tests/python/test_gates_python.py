@@ -174,6 +174,26 @@ def test_sizes_that_change_only_inputs_share_the_problems_models():
     assert ex.models({"M": 17}).reference is not reference
 
 
+def test_the_reference_and_the_control_come_from_one_initialisation(monkeypatch):
+    # The problem's Model is initialised once per size; the reference is its float64 copy and
+    # holds exactly the control's weights, as two initialisations from the weight seed would.
+    from torch import nn
+
+    ex = executor_for("linear_sum", "linear_sum_correct")
+    inits = []
+    real = nn.Linear.reset_parameters
+    monkeypatch.setattr(nn.Linear, "reset_parameters", lambda self: inits.append(self) or real(self))
+    m = ex.models({"in_features": 17})
+    assert len(inits) == 2, "one for the problem's Model, one for the candidate"
+    assert m.reference.linear.weight.dtype == torch.float64 and m.control.linear.weight.dtype == torch.float32
+    assert m.reference.linear.weight.shape == (16, 17)
+    assert torch.equal(m.reference.linear.weight, m.control.linear.weight.double())
+    assert torch.equal(m.reference.linear.bias, m.control.linear.bias.double())
+    assert m.reference.linear.weight.data_ptr() != m.control.linear.weight.data_ptr()
+    # The candidate, built by its own class from the same seed, draws the same weights.
+    assert torch.equal(m.candidate.linear.weight, m.control.linear.weight)
+
+
 def test_models_that_read_a_size_are_built_at_each_size(tmp_path):
     ex = matmul_variant(tmp_path / "sized.py", "super().__init__()", "super().__init__()\n        self.rows = M")
     a = ex.models({"M": 17})
