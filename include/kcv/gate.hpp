@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,15 +76,15 @@ struct GateDef {
 const std::vector<GateDef>& all_gates();
 const GateDef* find_gate(const std::string& id);
 
-// Whether the gate may stop after the last of these outcomes: the candidate returned a nonzero
-// status on inputs the reference answered (planted out-of-range indices excepted, where the
-// contract may ask for an error) and the gate's judge already fails it on the outcomes so far.
-// Later probes could only add evidence to that failure; a candidate that raises at every call
-// would otherwise run the whole battery (every CMP-01 size with its float64 reference) to fail
-// each gate with the same error.
-bool ends_gate(const GateDef& g, const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes);
-// The result's detail "not_run" when ends_gate stopped a gate after probe `after`.
-nlohmann::json not_run_detail(size_t probes, const std::string& after);
+// The gate's result when it may stop after the last of these outcomes, else nullopt: the
+// candidate returned a nonzero status on inputs the reference answered (planted out-of-range
+// indices excepted, where the contract may ask for an error) and the gate's judge already fails
+// it on the outcomes so far. Later probes could only add evidence to that failure; a candidate
+// that raises at every call would otherwise run the whole battery (every CMP-01 size with its
+// float64 reference) to fail each gate with the same error. The result is the judge's, with id
+// and probes set and, where `remaining` planned probes are left, detail "not_run" saying so.
+std::optional<GateResult> ends_gate(const GateDef& g, const Contract& c, const Settings& s,
+                                    const std::vector<ProbeOutcome>& outcomes, size_t remaining);
 
 // The replay command for a probe of a candidate.
 std::string replay_command(const Contract& c, const std::string& candidate, const Settings& s,

@@ -461,8 +461,8 @@ class Executor:
         a probe that ``admit`` refuses is not run."""
         outcomes = _core.Outcomes()
         skipped = []
-        not_run = None
         settings = json.dumps(self.settings)
+        ended = None
         for i, p in enumerate(probes):
             if progress:
                 progress(p["id"])
@@ -472,17 +472,16 @@ class Executor:
             skip = self.run_probe(p, outcomes, role)
             if skip:
                 skipped.append(skip)
-            elif len(outcomes) > ran and _core.ends_gate(gate, self.task.contract, settings, outcomes,
-                                                         oracle=self._external_reference):
-                if i + 1 < len(probes):
-                    not_run = json.loads(_core.not_run_detail(len(probes) - i - 1, p["id"]))
-                break
-        result = json.loads(_core.judge(gate, self.task.contract, settings, outcomes,
-                                        oracle=self._external_reference))
+            elif len(outcomes) > ran:
+                ended = _core.ends_gate(gate, self.task.contract, settings, outcomes, len(probes) - i - 1,
+                                        oracle=self._external_reference)
+                if ended is not None:
+                    break
+        if ended is None:
+            ended = _core.judge(gate, self.task.contract, settings, outcomes, oracle=self._external_reference)
+        result = json.loads(ended)
         if skipped:
             add_detail(result, {"skipped": skipped})
-        if not_run:
-            add_detail(result, {"not_run": not_run})
         return result
 
     def overridden_probe(self, gate: str, override: dict) -> tuple[dict | None, str, str]:

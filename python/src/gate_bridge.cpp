@@ -148,12 +148,14 @@ std::string judge(const std::string& id, const Contract& c, const std::string& s
     return to_json(r).dump();
 }
 
-bool ends_gate(const std::string& id, const Contract& c, const std::string& settings, const Outcomes& o,
-               nb::object oracle) {
+// kcv::ends_gate's result as JSON, or None where the gate goes on.
+nb::object ends_gate(const std::string& id, const Contract& c, const std::string& settings, const Outcomes& o,
+                     size_t remaining, nb::object oracle) {
     Settings s = settings_from(settings);
     const ExternalRunner runner = oracle.is_none() ? ExternalRunner{} : python_runner(oracle);
     if (runner) s.external_runner = &runner;
-    return kcv::ends_gate(gate(id), c, s, o.probes);
+    const std::optional<GateResult> r = kcv::ends_gate(gate(id), c, s, o.probes, remaining);
+    return r ? nb::object(nb::str(to_json(*r).dump().c_str())) : nb::none();
 }
 
 }  // namespace
@@ -201,12 +203,9 @@ void bind_gates(nb::module_& m) {
           nb::arg("oracle") = nb::none(),
           "The gate's verdict on the outcomes; `oracle` runs an external oracle on inputs a gate makes.");
     m.def("ends_gate", &ends_gate, nb::arg("gate"), nb::arg("contract"), nb::arg("settings"), nb::arg("outcomes"),
-          nb::arg("oracle") = nb::none(),
-          "Whether the gate may stop after the outcomes so far: the candidate's error has already failed it.");
-    m.def(
-        "not_run_detail",
-        [](size_t probes, const std::string& after) { return not_run_detail(probes, after).dump(); },
-        nb::arg("probes"), nb::arg("after"), "The detail of a gate that ends_gate stopped, as JSON.");
+          nb::arg("remaining"), nb::arg("oracle") = nb::none(),
+          "The gate's result as JSON where the candidate's error has already failed it on the outcomes so far "
+          "(`remaining` planned probes are then not run), else None.");
     m.def(
         "judge",
         [](const std::string& id, const std::string& contract_json, const std::string& settings, const Outcomes& o,

@@ -76,7 +76,6 @@ GateResult run_gate(const GateDef& g, const Contract& c, Backend& candidate,
     std::vector<ProbeOutcome> outcomes;
     outcomes.reserve(probes.size());
     ExecContext ctx{c, candidate, controls};
-    size_t not_run = 0;
     for (const Probe& p : probes) {
         try {
             outcomes.push_back(execute(ctx, p));
@@ -87,15 +86,14 @@ GateResult run_gate(const GateDef& g, const Contract& c, Backend& candidate,
             outcomes.push_back(std::move(o));
         }
         // A replay runs every probe up to its own.
-        if (only_probe.empty() && ends_gate(g, c, s, outcomes)) {
-            not_run = probes.size() - outcomes.size();
-            break;
+        if (only_probe.empty()) {
+            if (std::optional<GateResult> ended = ends_gate(g, c, s, outcomes, probes.size() - outcomes.size()))
+                return std::move(*ended);
         }
     }
     GateResult r = g.judge(c, s, outcomes);
     r.id = g.id;
     r.probes = static_cast<int>(outcomes.size());
-    if (not_run > 0) r.detail["not_run"] = not_run_detail(not_run, outcomes.back().probe.id);
     return r;
 }
 

@@ -21,26 +21,31 @@ const GateDef* find_gate(const std::string& id) {
     return nullptr;
 }
 
-bool ends_gate(const GateDef& g, const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes) {
-    if (outcomes.empty()) return false;
+std::optional<GateResult> ends_gate(const GateDef& g, const Contract& c, const Settings& s,
+                                    const std::vector<ProbeOutcome>& outcomes, size_t remaining) {
+    if (outcomes.empty()) return std::nullopt;
     const ProbeOutcome& last = outcomes.back();
-    if (last.probe.out_of_range_indices) return false;
+    if (last.probe.out_of_range_indices) return std::nullopt;
     const bool refused = std::any_of(last.calls.begin(), last.calls.end(), [](const CallOutcome& co) {
         return co.facts.status != 0 && co.reference_error.empty() && !co.reference.empty();
     });
-    if (!refused) return false;
+    if (!refused) return std::nullopt;
+    GateResult r;
     try {
-        return g.judge(c, s, outcomes).verdict == Verdict::fail;
+        r = g.judge(c, s, outcomes);
     } catch (const std::exception&) {
-        return false;   // a judge that cannot decide on part of its probes runs them all
+        return std::nullopt;   // a judge that cannot decide on part of its probes runs them all
     }
-}
-
-nlohmann::json not_run_detail(size_t probes, const std::string& after) {
-    return {{"probes", probes},
-            {"after", after},
-            {"reason", "the candidate returned an error at probe " + after +
-                           " and the gate had failed; the remaining probes could only repeat that failure"}};
+    if (r.verdict != Verdict::fail) return std::nullopt;
+    r.id = g.id;
+    r.probes = static_cast<int>(outcomes.size());
+    if (remaining > 0)
+        r.detail["not_run"] = {{"probes", remaining},
+                               {"after", last.probe.id},
+                               {"reason", "the candidate returned an error at probe " + last.probe.id +
+                                              " and the gate had failed; the remaining probes could only repeat "
+                                              "that failure"}};
+    return r;
 }
 
 const char* name(Verdict v) {
