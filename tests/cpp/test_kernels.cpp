@@ -25,6 +25,7 @@
 #include "kcv/dtype.hpp"
 #include "kcv/kcv_kernel.h"
 #include "kcv/tensor.hpp"
+#include "loaded_library.hpp"
 
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -46,24 +47,18 @@ std::string kernel_path(const std::string& file) { return std::string(KCV_TEST_K
 // One loaded kernel library.
 class Kernel {
 public:
-    explicit Kernel(const std::string& file) : path_(kernel_path(file)) {
-        handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!handle_) {
+    explicit Kernel(const std::string& file) : path_(kernel_path(file)), lib_(path_) {
+        if (!lib_.handle) {
             const char* why = dlerror();
             ADD_FAILURE() << "cannot load " << path_ << ": " << (why ? why : "?");
             return;
         }
-        kernel_ = reinterpret_cast<kcv_kernel_fn>(dlsym(handle_, "kcv_kernel"));
-        name_ = reinterpret_cast<kcv_kernel_name_fn>(dlsym(handle_, "kcv_kernel_name"));
-        error_ = reinterpret_cast<kcv_kernel_last_error_fn>(dlsym(handle_, "kcv_kernel_last_error"));
-        manifest_ = reinterpret_cast<const char* (*)()>(dlsym(handle_, "kcv_kernel_manifest"));
-        resources_ = reinterpret_cast<kcv_kernel_resources_fn>(dlsym(handle_, "kcv_kernel_resources"));
+        kernel_ = lib_.get<kcv_kernel_fn>("kcv_kernel");
+        name_ = lib_.get<kcv_kernel_name_fn>("kcv_kernel_name");
+        error_ = lib_.get<kcv_kernel_last_error_fn>("kcv_kernel_last_error");
+        manifest_ = lib_.get<const char* (*)()>("kcv_kernel_manifest");
+        resources_ = lib_.get<kcv_kernel_resources_fn>("kcv_kernel_resources");
     }
-    ~Kernel() {
-        if (handle_) dlclose(handle_);
-    }
-    Kernel(const Kernel&) = delete;
-    Kernel& operator=(const Kernel&) = delete;
 
     bool loaded() const { return kernel_ != nullptr; }
     const std::string& path() const { return path_; }
@@ -103,7 +98,7 @@ public:
 
 private:
     std::string path_;
-    void* handle_ = nullptr;
+    kcv::testing::LoadedLibrary lib_;
     kcv_kernel_fn kernel_ = nullptr;
     kcv_kernel_name_fn name_ = nullptr;
     kcv_kernel_last_error_fn error_ = nullptr;
