@@ -61,4 +61,12 @@ std::vector<Span> sequence_spans(const Shape& s);
 // varlen B = 1 and cu_seqlens non-decreasing from 0 to T.
 void validate(const Problem& p);
 
+// Inputs of a native call of the family (the CPU controls' gdn/cpu/kcv_call_io.hpp, the CUDA
+// candidates' kernels/gdn/cuda/gdn_call.cuh): q, k, v, [g], [beta], [h0], for the backward do and
+// [dht], and [cu_seqlens] last.
+inline int call_input_count(bool gated, bool delta, bool initial_state, bool backward, bool final_state,
+                            bool varlen) {
+    return 3 + gated + delta + initial_state + (backward ? 1 + final_state : 0) + varlen;
+}
+
 }  // namespace kcv::gdn

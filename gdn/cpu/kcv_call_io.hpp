@@ -136,8 +136,8 @@ inline CallOperands read_call(const kcv_call* call, bool backward) {
     ops.final_state = backward && call_attribute(call, "final_state", 0) == 1;
     const bool varlen = call_attribute(call, "varlen", 0) == 1;
 
-    const int32_t expected = 3 + (gate != 0) + p.member.delta + ops.initial_state + (backward ? 1 + ops.final_state : 0) +
-                             varlen;
+    const int32_t expected =
+        call_input_count(gate != 0, p.member.delta, ops.initial_state, backward, ops.final_state, varlen);
     if (call->n_inputs != expected)
         throw CallError("expected " + std::to_string(expected) + " inputs for these attributes, got " +
                         std::to_string(call->n_inputs));

@@ -24,6 +24,7 @@
 #include "kcv_cuda_util.cuh"
 
 #include "../../../gdn/cuda/gdn_api.cu"
+#include "../../../gdn/problem.hpp"
 
 namespace kcvk __attribute__((visibility("hidden"))) {
 namespace gdn {
@@ -86,7 +87,7 @@ inline void run_recurrence(const kcv_call& c, bool backward) {
     const bool initial_state = int_attribute(c, "initial_state", 0, 0, 1) == 1;
     const bool final_state = backward && int_attribute(c, "final_state", 0, 0, 1) == 1;
     const bool varlen = int_attribute(c, "varlen", 0, 0, 1) == 1;
-    const int inputs = 3 + (gate != 0) + delta + initial_state + (backward ? 1 + final_state : 0) + varlen;
+    const int inputs = ::kcv::gdn::call_input_count(gate != 0, delta, initial_state, backward, final_state, varlen);
     const int outputs = backward ? 3 + (gate != 0) + delta + initial_state : (c.n_outputs == 2 ? 2 : 1);
     expect_arity(c, inputs, outputs);
 
