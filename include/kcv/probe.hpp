@@ -52,6 +52,11 @@ struct Probe {
     std::vector<CallSpec> calls;         // at least one
     bool with_controls = false;          // also run the contract's positive controls
     bool out_of_range_indices = false;   // gather: plant indices outside the valid range
+    // Non-empty: before the probe's calls, the candidate instance that serves them is called once
+    // at these dimensions, on inputs drawn from prime_seed; that call is not judged. A candidate
+    // that sizes itself by the first shape it serves shows at the probe's own dimensions (CMP-01).
+    DimValues prime_dims;
+    uint64_t prime_seed = 0;
     nlohmann::json note;                 // gate-private facts (e.g. the K this probe sweeps)
 };
 

@@ -85,6 +85,12 @@ def _span(t: torch.Tensor) -> list[int]:
     return [base + lo * item, base + (hi + 1) * item]
 
 
+def _init_key(init: list) -> tuple:
+    """The init arguments by value: tensors by content, shape and dtype."""
+    return tuple(f"{_core.content_hash(x.detach().cpu().contiguous())}{tuple(x.shape)}{x.dtype}"
+                 if isinstance(x, torch.Tensor) else f"{type(x).__name__}:{x!r}" for x in init)
+
+
 def _host(t: torch.Tensor) -> torch.Tensor:
     """A host copy, never a view: what was read stays what it was when it was read."""
     return t.detach().to("cpu", copy=True).contiguous()
@@ -146,9 +152,7 @@ class Executor:
         self._models = None
         gc.collect()
         problem = load_problem(self.task.source, self.task.path, overrides)
-        set_seed(WEIGHT_SEED)
-        init = [x.to(device=self.device, dtype=torch.float32) if isinstance(x, torch.Tensor) else x
-                for x in problem.get_init_inputs()]
+        init = self._init_inputs(problem)
         shared_key = self._shared_key(overrides, init)
         with torch.no_grad():
             if shared_key is not None and self._shared is not None and self._shared[0] == shared_key:
@@ -172,6 +176,12 @@ class Executor:
         _unfreeze_at_exit()
         return self._models
 
+    def _init_inputs(self, problem: Problem) -> list:
+        """get_init_inputs() after the weight seed, its tensors float32 on the device."""
+        set_seed(WEIGHT_SEED)
+        return [x.to(device=self.device, dtype=torch.float32) if isinstance(x, torch.Tensor) else x
+                for x in problem.get_init_inputs()]
+
     def _reference_and_control(self, problem: Problem, init: list) -> tuple[torch.nn.Module, torch.nn.Module]:
         """The problem's Model, initialised once from the weight seed: a float64 copy is the
         reference and the model itself, in float32, the control. Two initialisations from the same
@@ -194,8 +204,35 @@ class Executor:
         if sizes_reach_models(self.task.source, names):
             return None
         self._shared_names |= set(overrides)
-        return tuple(f"{_core.content_hash(x.detach().cpu().contiguous())}{tuple(x.shape)}{x.dtype}"
-                     if isinstance(x, torch.Tensor) else f"{type(x).__name__}:{x!r}" for x in init)
+        return _init_key(init)
+
+    def _primed_candidate(self, m: Models, prime: dict) -> tuple[torch.nn.Module | None, str]:
+        """A candidate of its own for a probe that libkcv primes (``Probe::prime_dims``): built at
+        the probe's sizes, then called once at the priming sizes on the problem's inputs of the
+        priming seed; what that call returns is not looked at. None and the reason where the
+        problem's init arguments differ between the two sizes: no one instance serves both."""
+        overrides = {n: int(v) for n, v in prime["dims"].items() if self.task.nominal.get(n) != v}
+        problem = load_problem(self.task.source, self.task.path, overrides)
+        init = self._init_inputs(m.problem)
+        if _init_key(self._init_inputs(problem)) != _init_key(init):
+            return None, "the problem's init arguments differ at the priming sizes, so no one instance serves both"
+        with torch.no_grad():
+            set_seed(WEIGHT_SEED)
+            try:
+                candidate = self.cls(*init).to(device=self.device, dtype=torch.float32)
+            except Exception as e:
+                return None, f"the candidate built once but not again: {type(e).__name__}: {e}"
+            set_seed(int(prime["input_seed"]))
+            args = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+            try:
+                run_call(lambda: candidate(*args), CallEnv(), self.flags, self.device)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+            except Exception as e:
+                _raise_if_sticky(e, self.device)
+                if isinstance(e, torch.OutOfMemoryError):
+                    raise
+        return candidate, ""
 
     def _external_reference(self, dims: dict[str, int], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         """y* for inputs a gate made itself (EXC-02 flushes subnormals, PRC-03 rounds operands):
@@ -278,6 +315,10 @@ class Executor:
             outcomes.add_probe(contract, json.dumps(probe), [], f"cannot build the models: {type(e).__name__}: {e}")
             return None
         model = m.candidate if role == "candidate" else m.control
+        if probe.get("prime") and role == "candidate" and model is not None:
+            model, reason = self._primed_candidate(m, probe["prime"])
+            if model is None:
+                return {"probe": probe["id"], "reason": reason}
         index = None
         storage = None
         keep_alive: list = []

@@ -100,6 +100,25 @@ std::vector<Tensor> fresh_outputs(const Contract& c, const std::vector<std::vect
     return outs;
 }
 
+// The probe's priming call (Probe::prime_dims): the contract's own input distribution at those
+// dimensions, fresh outputs; what the candidate returns or writes is not looked at.
+void prime(const ExecContext& ctx, const Probe& probe) {
+    const Contract& c = ctx.contract;
+    DimValues dims = nominal_dims(c);
+    for (const auto& [k, v] : probe.prime_dims) dims[k] = v;
+    std::vector<Tensor> inputs;
+    for (const InputSpec& in : c.inputs) {
+        Tensor t = Tensor::empty(in.dtype, eval_shape(in.shape, dims), Layout{}, Poison::bytes(0), probe.guard_bytes);
+        fill(t, in, Family{}, derive_seed(probe.prime_seed, in.name.c_str()));
+        inputs.push_back(std::move(t));
+    }
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& o : c.outputs) shapes.push_back(eval_shape(o.shape, dims));
+    std::vector<Tensor> outs = fresh_outputs(c, shapes, Poison::bytes(0xFF), probe);
+    std::string ignored;
+    ctx.candidate.call(c, inputs, outs, &ignored);
+}
+
 }  // namespace
 
 ProbeOutcome execute(const ExecContext& ctx, const Probe& probe) {
@@ -115,6 +134,8 @@ ProbeOutcome execute(const ExecContext& ctx, const Probe& probe) {
     }
     kcv_resources res{};
     if (ctx.candidate.resources(&res)) out.resources = res;
+
+    if (!probe.prime_dims.empty()) prime(ctx, probe);
 
     for (const CallSpec& spec : probe.calls) {
         CallOutcome co;

@@ -4,10 +4,18 @@
 // where the interface takes arbitrary strides, non-contiguous layouts and a one-element storage
 // offset are probed at the nominal shape. Pass: every call succeeds and ORD-01 holds at every
 // probe (the executor shapes the outputs, so a wrong output shape cannot arise).
+//
+// Each size probe may be served by a candidate that has seen no other shape (a KernelBench
+// executor builds a module per size). So for each free dimension the sizes just below and just
+// above the nominal one are probed once more by an instance first called at the nominal shape:
+// a candidate that sizes buffers, grids or caches by the first call it serves fails there. The
+// priming call belongs to the probe, so the probe replays on its own.
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "gates/gate_common.hpp"
+#include "kcv/rng.hpp"
 
 namespace kcv::gates {
 namespace {
@@ -39,14 +47,29 @@ std::vector<Probe> plan(const Contract& c, const Settings& s) {
                                                : std::vector<int64_t>(std::begin(kSizes), std::end(kSizes));
     for (const Dim& d : c.dims) {
         if (!d.free) continue;
+        const int64_t at = nominal.at(d.name);
+        std::optional<int64_t> below, above;
         for (int64_t v : sizes) {
-            if (v < d.min || v > d.max || v == d.nominal) continue;
+            if (v < d.min || v > d.max || v == at) continue;
             DimValues dims = nominal;
             dims[d.name] = v;
             if (call_bytes(c, dims) > c.measurement.memory_cap_bytes) continue;
             const std::string label = d.name + "=" + std::to_string(v);
             Probe p = make_probe(c, s, kGate, label, {{d.name, v}});
             p.note = {{"signature_class", "fails at " + label}};
+            p.with_controls = needs_controls(c);
+            probes.push_back(std::move(p));
+            if (v < at) below = v;
+            else if (!above) above = v;
+        }
+        for (const std::optional<int64_t>& v : {below, above}) {
+            if (!v) continue;
+            const std::string label = d.name + "=" + std::to_string(*v);
+            const std::string after = d.name + "=" + std::to_string(at);
+            Probe p = make_probe(c, s, kGate, label + "/after-" + after, {{d.name, *v}});
+            p.prime_dims = nominal;
+            p.prime_seed = derive_seed(p.calls.front().input_seed, "prime");
+            p.note = {{"signature_class", "fails at " + label + " after a call at " + after}};
             p.with_controls = needs_controls(c);
             probes.push_back(std::move(p));
         }

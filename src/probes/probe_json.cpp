@@ -64,6 +64,7 @@ nlohmann::json to_json(const Probe& p) {
                         {"calls", calls},
                         {"with_controls", p.with_controls},
                         {"out_of_range_indices", p.out_of_range_indices}};
+    if (!p.prime_dims.empty()) j["prime"] = {{"dims", p.prime_dims}, {"input_seed", p.prime_seed}};
     if (!p.note.is_null()) j["note"] = p.note;
     return j;
 }
@@ -113,6 +114,10 @@ Probe probe_from_json(const nlohmann::json& j) {
     }
     p.with_controls = j.value("with_controls", false);
     p.out_of_range_indices = j.value("out_of_range_indices", false);
+    if (j.contains("prime")) {
+        p.prime_dims = j["prime"].value("dims", DimValues{});
+        p.prime_seed = j["prime"].value("input_seed", uint64_t(0));
+    }
     if (j.contains("note")) p.note = j["note"];
     return p;
 }

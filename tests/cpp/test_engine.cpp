@@ -282,8 +282,12 @@ TEST(Probe, JsonRoundTrip) {
     c.env.threads = 3;
     p.calls = {c, c};
     p.with_controls = true;
+    p.prime_dims = {{"N", 1024}, {"R", 4}};
+    p.prime_seed = 987654321987ull;
     Probe q = probe_from_json(nlohmann::json::parse(to_json(p).dump()));
     EXPECT_EQ(to_json(q), to_json(p));
+    EXPECT_EQ(q.prime_dims, p.prime_dims);
+    EXPECT_EQ(q.prime_seed, 987654321987ull);
     EXPECT_EQ(q.calls[0].input_seed, 1234567890123ull);
     EXPECT_EQ(q.overrides[0].specials->pattern, Specials::Pattern::row_neg_inf);
     EXPECT_EQ(q.family.kind, Family::Kind::band);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "gates/gate_common.hpp"
 #include "kcv/dtype.hpp"
+#include "kcv/execution.hpp"
 #include "kcv/oracle.hpp"
 #include "kcv/rng.hpp"
 
@@ -348,7 +350,7 @@ TEST(Ord01, LaunchErrorsAndUnrunnableProbes) {
 std::vector<int64_t> values_of(const std::vector<Probe>& ps, const std::string& dim) {
     std::vector<int64_t> v;
     for (const Probe& p : ps)
-        if (p.id.rfind("CMP-01/" + dim + "=", 0) == 0) v.push_back(p.dims.at(dim));
+        if (p.id.rfind("CMP-01/" + dim + "=", 0) == 0 && p.prime_dims.empty()) v.push_back(p.dims.at(dim));
     return v;
 }
 
@@ -363,6 +365,7 @@ TEST(Cmp01, SweepsEachFreeDimWithinDomainAndMemoryCap) {
     for (const Probe& p : ps) {
         // One dimension at a time, the other nominal.
         EXPECT_TRUE(p.dims.at("M") == 4 || p.dims.at("K") == 64) << p.id;
+        if (!p.prime_dims.empty()) continue;
         EXPECT_EQ(p.id, "CMP-01/" + std::string(p.dims.at("M") != 4 ? "M=" + std::to_string(p.dims.at("M"))
                                                                       : "K=" + std::to_string(p.dims.at("K"))));
     }
@@ -373,19 +376,97 @@ TEST(Cmp01, SweepsEachFreeDimWithinDomainAndMemoryCap) {
     EXPECT_EQ(values_of(q, "K"), (std::vector<int64_t>{1, 17, 65, 129}));
 }
 
+// Per free dimension, the sizes next to the nominal one once more, each served by an instance
+// first called at the nominal shape; the priming call has a seed of its own.
+TEST(Cmp01, SizesNextToTheNominalAreProbedAgainAfterANominalCall) {
+    Contract c = sum_contract();
+    c.measurement.memory_cap_bytes = 20000;
+    std::vector<Probe> primed;
+    for (Probe& p : gates::cmp01().plan(c, Settings{}))
+        if (!p.prime_dims.empty()) primed.push_back(p);
+    ASSERT_EQ(primed.size(), 4u);
+    EXPECT_EQ(primed[0].id, "CMP-01/M=3/after-M=4");
+    EXPECT_EQ(primed[1].id, "CMP-01/M=15/after-M=4");
+    EXPECT_EQ(primed[2].id, "CMP-01/K=63/after-K=64");
+    EXPECT_EQ(primed[3].id, "CMP-01/K=65/after-K=64");
+    EXPECT_EQ(primed[1].dims, (DimValues{{"K", 64}, {"M", 15}}));
+    EXPECT_EQ(primed[3].note.value("signature_class", ""), "fails at K=65 after a call at K=64");
+    for (const Probe& p : primed) {
+        EXPECT_EQ(p.prime_dims, nominal_dims(c)) << p.id;
+        EXPECT_NE(p.prime_seed, p.calls.front().input_seed) << p.id;
+    }
+    // A nominal size past the sweep has a lower neighbour only.
+    for (Dim& d : c.dims)
+        if (d.name == "M") d.nominal = 5000, d.max = 10000;
+    c.measurement.memory_cap_bytes = 1 << 30;
+    std::vector<std::string> ids;
+    for (Probe& p : gates::cmp01().plan(c, Settings{}))
+        if (!p.prime_dims.empty() && p.dims.at("K") == 64) ids.push_back(p.id);
+    EXPECT_EQ(ids, (std::vector<std::string>{"CMP-01/M=4097/after-M=5000"}));
+}
+
+namespace {
+
+// relu that takes its element count from the first call it serves, as a kernel that sizes a
+// buffer or a grid once would: right at every shape as long as it is the first.
+class FirstShapeRelu final : public Backend {
+public:
+    std::string name() const override { return "first-shape-relu"; }
+    int call(const Contract&, std::vector<Tensor>& in, std::vector<Tensor>& out, std::string*) override {
+        if (!n_) n_ = in[0].numel();
+        for (int64_t i = 0; i < std::min(*n_, in[0].numel()); ++i) {
+            const double x = in[0].get(i);
+            out[0].set(i, x > 0.0 || x != x ? x : 0.0);
+        }
+        return 0;
+    }
+
+private:
+    std::optional<int64_t> n_;
+};
+
+}  // namespace
+
+// CMP-01's second call of one instance: the size probe alone passes on a fresh instance, the
+// primed probe of the same size fails on a fresh instance, and replays on its own.
+TEST(Cmp01, ACandidateSizedByItsFirstCallFailsThePrimedProbe) {
+    const Contract c = resolve_contract("relu-f32");
+    const std::vector<Probe> plan = gates::cmp01().plan(c, Settings{});
+    auto find = [&](const std::string& id) {
+        for (const Probe& p : plan)
+            if (p.id == id) return p;
+        throw std::runtime_error("no probe " + id);
+    };
+    const Probe primed = find("CMP-01/N=1000/after-N=1024");
+    const Probe plain = find("CMP-01/N=1000");
+    const Probe above = find("CMP-01/N=4097/after-N=1024");
+    auto judged = [&](const Probe& p) {
+        FirstShapeRelu fresh;
+        const ProbeOutcome o = execute(ExecContext{c, fresh, {}}, p);
+        return gates::cmp01().judge(c, Settings{}, {o});
+    };
+    EXPECT_EQ(judged(plain).verdict, Verdict::pass);
+    EXPECT_EQ(judged(primed).verdict, Verdict::pass);   // 1000 < 1024 elements per row: still covered
+    const GateResult r = judged(above);
+    EXPECT_EQ(r.verdict, Verdict::fail);
+    EXPECT_EQ(r.signature, (std::vector<std::string>{"fails at N=4097 after a call at N=1024"}));
+    EXPECT_EQ(judged(probe_from_json(to_json(above))).verdict, Verdict::fail);
+    EXPECT_EQ(judged(find("CMP-01/N=4097")).verdict, Verdict::pass);
+}
+
 TEST(Cmp01, LayoutProbesOnlyForStridedInterfaces) {
     Contract c = sum_contract();
-    EXPECT_EQ(gates::cmp01().plan(c, Settings{}).size(), 9u + 13u);
+    EXPECT_EQ(gates::cmp01().plan(c, Settings{}).size(), 9u + 2u + 13u + 2u);
     c.semantics.strided_inputs = true;
     const std::vector<Probe> ps = gates::cmp01().plan(c, Settings{});
-    ASSERT_EQ(ps.size(), 9u + 13u + 3u);
-    EXPECT_EQ(ps[22].id, "CMP-01/layout=transposed");
-    EXPECT_EQ(ps[22].layout.kind, Layout::Kind::transposed);
-    EXPECT_EQ(ps[23].id, "CMP-01/layout=strided");
-    EXPECT_EQ(ps[23].layout.kind, Layout::Kind::strided);
-    EXPECT_EQ(ps[24].id, "CMP-01/layout=offset1");
-    EXPECT_EQ(ps[24].layout.storage_offset, 1);
-    EXPECT_EQ(ps[24].dims, nominal_dims(c));
+    ASSERT_EQ(ps.size(), 9u + 2u + 13u + 2u + 3u);
+    EXPECT_EQ(ps[26].id, "CMP-01/layout=transposed");
+    EXPECT_EQ(ps[26].layout.kind, Layout::Kind::transposed);
+    EXPECT_EQ(ps[27].id, "CMP-01/layout=strided");
+    EXPECT_EQ(ps[27].layout.kind, Layout::Kind::strided);
+    EXPECT_EQ(ps[28].id, "CMP-01/layout=offset1");
+    EXPECT_EQ(ps[28].layout.storage_offset, 1);
+    EXPECT_EQ(ps[28].dims, nominal_dims(c));
 
     Contract fixed = sum_contract();
     for (Dim& d : fixed.dims) d.free = false;

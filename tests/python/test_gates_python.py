@@ -84,9 +84,9 @@ def test_same_seed_same_verdict():
     assert c["metric"] != a["metric"]   # other inputs, another worst ratio
 
 
-def matmul_variant(path, old: str, new: str):
-    """An executor for the matmul problem with one edit, judged in quick mode on the CPU, and the
-    correct candidate."""
+def matmul_variant(path, old: str, new: str, *more: tuple[str, str], candidate_path=None):
+    """An executor for the matmul problem with an edit (or more), judged in quick mode on the CPU,
+    and the correct candidate (or the one given)."""
     import tempfile
 
     from kcv.executor import Executor
@@ -95,8 +95,11 @@ def matmul_variant(path, old: str, new: str):
     from kcv.task import describe
     from conftest import candidate, problem
 
-    path.write_text(problem("matmul").read_text().replace(old, new))
-    session = open_session(path, candidate("matmul_correct"), "cpu", tempfile.mkdtemp())
+    text = problem("matmul").read_text()
+    for a, b in ((old, new), *more):
+        text = text.replace(a, b)
+    path.write_text(text)
+    session = open_session(path, candidate_path or candidate("matmul_correct"), "cpu", tempfile.mkdtemp())
     settings = {"seed": 0, "quick": True}
     return Executor(describe(path.read_text(), str(path), "cpu", settings), session.candidate.cls, "cpu",
                     precision_flags(), settings)
@@ -106,7 +109,8 @@ def test_sizes_where_the_reference_fails_are_skipped(tmp_path):
     r = matmul_variant(tmp_path / "even.py", "return torch.matmul(A, B)",
                        "assert A.shape[0] % 2 == 0, 'M must be even'\n        return torch.matmul(A, B)").run_gate("CMP-01")
     skipped = {s["probe"] for s in r["detail"]["skipped"]}
-    assert skipped == {"CMP-01/M=1", "CMP-01/M=17", "CMP-01/M=65", "CMP-01/M=129"}, r["detail"]
+    assert skipped == {"CMP-01/M=1", "CMP-01/M=17", "CMP-01/M=65", "CMP-01/M=129",
+                       "CMP-01/M=17/after-M=64", "CMP-01/M=65/after-M=64"}, r["detail"]
     assert r["verdict"] == "pass", explain(r)
 
 
@@ -150,6 +154,31 @@ def test_a_scalar_output_candidate_that_breaks_at_other_sizes_fails_cmp01():
     # The call fails at batch sizes other than 64; its output stands in as poison, a 0-dim tensor.
     r = judged(executor_for("mean_loss", "mean_loss_fixed_rows"), "CMP-01")
     assert r["verdict"] == "fail", explain(r)
+
+
+def test_a_candidate_sized_by_its_first_call_fails_cmp01_after_a_nominal_call():
+    # Each size probe gets a new instance, whose first call is at that size, and passes; the
+    # instance first called at M=64 leaves rows 64.. of M=65 zero.
+    r = judged(executor_for("matmul", "matmul_first_shape"), "CMP-01")
+    assert r["verdict"] == "fail", explain(r)
+    assert [e["probe"] for e in r["evidence"]] == ["CMP-01/M=65/after-M=64"], explain(r)
+    assert r["signature"] == ["fails at M=65 after a call at M=64"], explain(r)
+    assert judged(executor_for("matmul", "matmul_correct"), "CMP-01")["verdict"] == "pass"
+
+
+def test_a_primed_probe_is_skipped_where_the_init_arguments_change(tmp_path):
+    # A size that reaches get_init_inputs() builds another model: no one instance serves both.
+    new_init = ("def __init__(self):", "def __init__(self, m):")
+    (tmp_path / "candidate.py").write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, m):\n        super().__init__()\n\n"
+        "    def forward(self, A, B):\n        return torch.matmul(A, B)\n")
+    ex = matmul_variant(tmp_path / "init.py", "return []", "return [M]", new_init,
+                        candidate_path=tmp_path / "candidate.py")
+    r = ex.run_gate("CMP-01")
+    reasons = {s["probe"]: s["reason"] for s in r["detail"]["skipped"]}
+    assert set(reasons) == {"CMP-01/M=17/after-M=64", "CMP-01/M=65/after-M=64"}, r["detail"]
+    assert all("init arguments differ" in why for why in reasons.values())
+    assert r["verdict"] == "pass", explain(r)
 
 
 def test_gates_run_at_budget_sizes_that_keep_the_contract_shapes():
