@@ -172,11 +172,30 @@ Chunk load_chunk(const Problem& p, const Layout& lay, const Inputs& in, const Sp
     return c;
 }
 
+// e^{γ_t − γ_j} of a scalar gate for j ≤ t (zero above): the factor of every channel.
+Mat scalar_factors(const Chunk& c) {
+    Mat F(c.L, c.L);
+    for (int t = 0; t < c.L; ++t)
+        for (int j = 0; j <= t; ++j) F(t, j) = exp_rn(c.gap(j, t, 0));
+    return F;
+}
+
 // Gated scores M_tj = Σ_i x_ti k_ji e^{γ_ti − γ_ji} for j ≤ t (j < t when strict), zero above.
-// Across sub-chunks the factor splits at the row sub-chunk's first token a.
-Mat gated_scores(const Mat& x, const Mat& k, const Chunk& c, bool strict) {
+// A scalar gate factors out of the sum over channels, e^{γ_t − γ_j}·Σ_i x_ti k_ji, one rounding
+// fewer per term. A per-channel gate's factor splits across sub-chunks at the row sub-chunk's
+// first token a.
+Mat gated_scores(const Mat& x, const Mat& k, const Chunk& c, bool strict, bool scalar) {
     const int L = x.rows, K = x.cols;
     Mat M(L, L);
+    if (scalar) {
+        for (int t = 0; t < L; ++t)
+            for (int j = 0; j < (strict ? t : t + 1); ++j) {
+                float acc = 0.0f;
+                for (int i = 0; i < K; ++i) acc += x(t, i) * k(j, i);
+                M(t, j) = acc * exp_rn(c.gap(j, t, 0));
+            }
+        return M;
+    }
     for (int a = 0; a < L; a += kSubChunk) {
         const int end = std::min(L, a + kSubChunk);
         for (int t = a; t < end; ++t) {
@@ -198,11 +217,33 @@ Mat gated_scores(const Mat& x, const Mat& k, const Chunk& c, bool strict) {
 }
 
 // The adjoint of gated_scores: given dM on the same mask, adds the gradients of x and k to dx and
-// dk, and that of gamma (x ⊙ dx − k ⊙ dk, the anchor's contributions cancelling) to dgamma.
-void gated_scores_backward(const Mat& dM, const Mat& x, const Mat& k, const Chunk& c, bool strict, Mat& dx,
-                           Mat& dk, Mat& dgamma) {
+// dk, and that of gamma (x ⊙ dx − k ⊙ dk, the anchor's contributions cancelling) to dgamma. For a
+// scalar gate dgamma has one column, and row t gets Σ_i (x ⊙ dx − k ⊙ dk)_ti summed apart first;
+// F holds its factors (scalar_factors).
+void gated_scores_backward(const Mat& dM, const Mat& x, const Mat& k, const Chunk& c, bool strict, const Mat* F,
+                           Mat& dx, Mat& dk, Mat& dgamma) {
     const int L = x.rows, K = x.cols;
     Mat gx(L, K), gk(L, K);
+    if (F) {
+        for (int t = 0; t < L; ++t)
+            for (int i = 0; i < K; ++i) {
+                float accx = 0.0f, acck = 0.0f;
+                for (int j = 0; j < (strict ? t : t + 1); ++j) accx += dM(t, j) * k(j, i) * (*F)(t, j);
+                for (int s = strict ? t + 1 : t; s < L; ++s) acck += dM(s, t) * x(s, i) * (*F)(s, t);
+                gx(t, i) = accx;
+                gk(t, i) = acck;
+            }
+        for (int t = 0; t < L; ++t) {
+            float acc = 0.0f;
+            for (int i = 0; i < K; ++i) {
+                acc += x(t, i) * gx(t, i) - k(t, i) * gk(t, i);
+                dx(t, i) += gx(t, i);
+                dk(t, i) += gk(t, i);
+            }
+            dgamma(t, 0) += acc;
+        }
+        return;
+    }
     for (int a = 0; a < L; a += kSubChunk) {
         const int end = std::min(L, a + kSubChunk);
         for (int t = a; t < end; ++t) {
@@ -285,7 +326,8 @@ ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
             f.qt(t, i) = c.q(t, i) * exp_rn(c.gamma(t, i));
             f.kt(t, i) = c.k(t, i) * exp_rn(c.gap(t, L - 1, i));
         }
-    f.P = gated_scores(c.q, c.k, c, false);
+    const bool scalar = p.member.gate == GateKind::scalar;
+    f.P = gated_scores(c.q, c.k, c, false, scalar);
     if (!p.member.delta) {
         f.delta = c.v;
         return f;
@@ -300,7 +342,7 @@ ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
         }
         for (int j = 0; j < V; ++j) f.vt(t, j) = c.beta[t] * c.v(t, j);
     }
-    f.A = gated_scores(f.bk, c.k, c, true);
+    f.A = gated_scores(f.bk, c.k, c, true, scalar);
     f.T = unit_lower_inverse(f.A);
     const Mat U = lower_matmul(f.T, f.vt);
     f.W = lower_matmul(f.T, f.rt);
@@ -422,28 +464,36 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                         }
                 }
 
-                Mat dq(L, K), dk(L, K), dgamma(L, K), dv(L, V);
+                // dγ per channel; for a scalar gate one column, each row's channels summed apart
+                // before they are added to it, term by term (gated_scores_backward).
+                const bool scalar = p.member.gate == GateKind::scalar;
+                const Mat F = scalar ? scalar_factors(c) : Mat();
+                Mat dq(L, K), dk(L, K), dgamma(L, scalar ? 1 : K), dv(L, V);
                 std::vector<float> dgamma_end(K, 0.0f), dbeta(L, 0.0f);
                 // Through O's intra-chunk term: dP = scale·tril(dO Δᵀ).
                 Mat dP = matmul_nt(dO, f.delta);
                 for (int t = 0; t < L; ++t)
                     for (int j = 0; j < L; ++j) dP(t, j) = j <= t ? scale * dP(t, j) : 0.0f;
-                gated_scores_backward(dP, c.q, c.k, c, false, dq, dk, dgamma);
-                // Through Q ⊙ e^γ: dQ̃ = scale·dO S₀ᵀ.
+                gated_scores_backward(dP, c.q, c.k, c, false, scalar ? &F : nullptr, dq, dk, dgamma);
+                // Through Q ⊙ e^γ: dQ̃ = scale·dO S₀ᵀ; through K ⊙ e^{γ_C − γ}: dK̃ = Δ dSᵀ.
                 const Mat dqt = matmul_nt(dO, S0);
-                for (int t = 0; t < L; ++t)
+                const Mat dkt = matmul_nt(f.delta, dS);
+                for (int t = 0; t < L; ++t) {
+                    float row = 0.0f;   // scalar gate: Σ_i q̃ dq̃ − k̃ dk̃
                     for (int i = 0; i < K; ++i) {
                         const float d = scale * dqt(t, i);
                         dq(t, i) += exp_rn(c.gamma(t, i)) * d;
-                        dgamma(t, i) += f.qt(t, i) * d;
+                        if (scalar) row += f.qt(t, i) * d - f.kt(t, i) * dkt(t, i);
+                        else dgamma(t, i) += f.qt(t, i) * d;
                     }
-                // Through K ⊙ e^{γ_C − γ}: dK̃ = Δ dSᵀ; and through Λ_C S₀.
-                const Mat dkt = matmul_nt(f.delta, dS);
+                    if (scalar) dgamma(t, 0) += row;
+                }
+                // And through Λ_C S₀.
                 for (int t = 0; t < L; ++t)
                     for (int i = 0; i < K; ++i) {
                         dk(t, i) += exp_rn(c.gap(t, L - 1, i)) * dkt(t, i);
                         dgamma_end[i] += f.kt(t, i) * dkt(t, i);
-                        dgamma(t, i) -= f.kt(t, i) * dkt(t, i);
+                        if (!scalar) dgamma(t, i) -= f.kt(t, i) * dkt(t, i);
                     }
                 for (int i = 0; i < K; ++i) {
                     float acc = 0.0f;
@@ -477,12 +527,15 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                             dA(t, j) = -acc;
                         }
                     Mat dbk(L, K);
-                    gated_scores_backward(dA, f.bk, c.k, c, true, dbk, dk, dgamma);
+                    gated_scores_backward(dA, f.bk, c.k, c, true, scalar ? &F : nullptr, dbk, dk, dgamma);
                     for (int t = 0; t < L; ++t) {
+                        float row = 0.0f;
                         for (int i = 0; i < K; ++i) {
                             dbk(t, i) += exp_rn(c.gamma(t, i)) * drt(t, i);
-                            dgamma(t, i) += f.rt(t, i) * drt(t, i);
+                            if (scalar) row += f.rt(t, i) * drt(t, i);
+                            else dgamma(t, i) += f.rt(t, i) * drt(t, i);
                         }
+                        if (scalar) dgamma(t, 0) += row;
                         float db = 0.0f;
                         for (int j = 0; j < V; ++j) {
                             dv(t, j) = c.beta[t] * dvt(t, j);
@@ -497,7 +550,8 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                 } else {
                     dv = dDelta;
                 }
-                for (int i = 0; i < K; ++i) dgamma(L - 1, i) += dgamma_end[i];
+                if (!scalar)
+                    for (int i = 0; i < K; ++i) dgamma(L - 1, i) += dgamma_end[i];
 
                 // Scatter. g enters only through γ, so dg is the reverse cumulative sum of dγ.
                 for (int t = 0; t < L; ++t) {
@@ -520,12 +574,12 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                             dg[i] = running[i];
                         }
                     }
-                } else if (p.member.gate == GateKind::scalar && a.dg) {
+                } else if (scalar && a.dg) {
+                    // From dγ_C = Σ_i (dγ_C)_i.
                     float running = 0.0f;
+                    for (int i = 0; i < K; ++i) running += dgamma_end[i];
                     for (int t = L - 1; t >= 0; --t) {
-                        float sum = 0.0f;
-                        for (int i = 0; i < K; ++i) sum += dgamma(t, i);
-                        running += sum;
+                        running += dgamma(t, 0);
                         a.dg[lay.head(seq, t0 + t, hv)] = running;
                     }
                 }

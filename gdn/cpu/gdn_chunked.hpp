@@ -13,8 +13,12 @@
 // e^{γ_t − γ_j} element by element, across sub-chunks they split at the row sub-chunk's first
 // token a as e^{γ_t − γ_a} · e^{γ_a − γ_j}, both exponents ≤ 0 because g ≤ 0. Each exponent
 // γ_t − γ_j is summed over its own range of g (not taken as a difference of prefix sums, whose
-// rounding grows with the chunk's total decay). A scalar gate is handled as a per-channel gate
-// whose channels are equal.
+// rounding grows with the chunk's total decay). A scalar gate is a per-channel gate whose
+// channels are equal, except in the scores and their adjoint, where its factor e^{γ_t − γ_j}
+// multiplies the ungated sum over channels, and in dγ, which is one number per token: each row's
+// channels are summed before they are added to it. The CUDA kernels of version 1 do the same
+// operations in the same order, so under host emulation they give this file's bits for every
+// member.
 #pragma once
 
 #include "../problem.hpp"

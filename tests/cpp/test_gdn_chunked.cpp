@@ -236,14 +236,11 @@ TEST(GdnChunked, NanInALaterTokenNeverReachesAnEarlierOne) {
 
 // The CUDA kernels compute this file's algorithm, not merely results within the error model:
 // their float32 specialisations, run on the host (the same operations in the same order, no
-// contraction), give the chunked implementation's bits for every output of the members whose
-// gate is none or per channel, forward and backward, varlen included. The scalar gate is the one
-// intended difference: the kernels factor e^{γ_t − γ_j} out of the sum over channels, the CPU
-// treats it as equal channels, so SSD and Gated DeltaNet agree only within the error model
-// (tests/cpp/test_gdn_cuda_emulated.cpp).
+// contraction), give the chunked implementation's bits for every output of every member,
+// forward and backward, varlen included.
 TEST(GdnChunked, EqualsTheEmulatedCudaKernelsBitForBit) {
     uint32_t seed = 1100;
-    for (Member m : {kcv::gdn::kLinearAttention, kcv::gdn::kGla, kcv::gdn::kKda}) {
+    for (Member m : kcv::gdn::all_members()) {
         for (const Shape& shape : {Shape{1, 230, 1, 2, 16, 16, {0, 1, 65, 129, 229, 229, 230}},
                                    Shape{2, 70, 2, 2, 8, 20, {}}}) {
             const Case c{kcv::gdn::member_name(m), m, shape, true, true, -2.0, 0.0};
