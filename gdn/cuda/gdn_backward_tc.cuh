@@ -7,7 +7,8 @@
 //
 // Same algebra, workspace and outputs as version 1, which stays the reference beside it (and the
 // path of float32 inputs). On tensor cores (gdn_mma.cuh: mma.sync m16n8k8 TF32, float32 operands
-// split 3xTF32, raw 16-bit inputs used as exact single TF32 operands): the products over V with
+// split exactly into three TF32 parts, raw 16-bit inputs used as exact single TF32 operands): the
+// products over V with
 // the states and Δ (dQ̃, dK̃, dW, dP), the intra-chunk score gradients for the gates without a
 // per-channel factor, dT = dΔ Ṽᵀ + dW R̃ᵀ, Tᵀ dW, Tᵀ dΔ and dA = −Tᵀ (dT Tᵀ). The gradient of
 // γ_C (one thread per gate channel in version 1, a 24 000-step serial loop for a scalar gate) is

@@ -6,7 +6,8 @@
 //
 // Same algebra, workspace and outputs as version 1, which stays the reference beside it (and the
 // path of float32 inputs). Moved to tensor cores (gdn_mma.cuh: mma.sync m16n8k8 TF32, float32
-// operands split 3xTF32, raw 16-bit inputs used as exact single TF32 operands):
+// operands split exactly into three TF32 parts, raw 16-bit inputs used as exact single TF32
+// operands):
 //   prepare_chunks_tc: the score matrices Q Kᵀ and (β ⊙ K) Kᵀ (for a per-channel gate only
 //     their cross-sub-chunk blocks), W = T Λ(β ⊙ K) and U = (T Diag(β)) V;
 //   chunk_output_tc: O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] as one product over the K + C

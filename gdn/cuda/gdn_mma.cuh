@@ -1,26 +1,35 @@
 // Block-level matrix products on tensor cores for the version 2 kernels: warp-level
 // mma.sync.m16n8k8 with TF32 operands and float32 accumulation, with float32 operands split
-// into a TF32 high part and a TF32 low part (3xTF32), so that a product keeps float32 accuracy.
+// into TF32 parts, so that a product keeps float32 accuracy.
 //
-// A float32 value a is split as a = hi + lo + r with hi = tf32(a), lo = tf32(a − hi), |r| ≤
-// 2^-22·|a| (tf32 keeps 10 fraction bits, rounded to nearest). A product a·b is taken as
-// hi_a·hi_b + hi_a·lo_b + lo_a·hi_b: the dropped lo_a·lo_b and the two residuals leave at most
-// about 3·2^-22·|a·b|, a few float32 unit roundoffs, against the float32 FMA of version 1. Each
-// tile product of 8 terms is exact in the tensor core and added to a float32 accumulator, in a
-// fixed order (k ascending), so results are bitwise reproducible. An operand known to be exactly
-// representable in TF32 (raw bf16 or fp16 inputs: at most 11 significant bits, exponent in range)
-// has lo = 0 and its low term is skipped.
+// A float32 value a is split exactly as a = hi + 2^-13·(lo + lo2), with hi = tf32(a),
+// lo = tf32(r) and lo2 = tf32(r − lo) for r = (a − hi)·2^13 (tf32 keeps 10 fraction bits,
+// rounded to nearest; a − hi has at most 13 significant bits and r − lo at most 2, so nothing is
+// rounded away). A product a·b is taken as hi_a·hi_b + 2^-13·(lo_a·hi_b + lo2_a·hi_b + hi_a·lo_b
+// + hi_a·lo2_b): only 2^-26·(lo_a + lo2_a)(lo_b + lo2_b) is dropped, at most 2^-22·|a·b| and
+// typically a float32 rounding. An operand known to be exactly representable in TF32 (raw bf16
+// or fp16 inputs: at most 11 significant bits, exponent in range) has lo = lo2 = 0 and its low
+// terms are skipped, so a product with one such operand is exact.
 //
 // Small values: TF32 has float32's exponent range but only 10 fraction bits, so below 2^-126 its
 // step is 2^-136 where float32's is 2^-149 (measured on an H200 by bench/mma_subnormals.cu: a
 // TF32 operand of 2^-140 contributes nothing, while products and accumulators that are subnormal
 // are kept exactly). Split naively, a value of subnormal scale loses its last 13 bits in both
 // parts, and one under 2^-137 vanishes: a flush to zero in all but name, which EXC-02 caught in
-// the backward (every gradient of a subnormal q lives at that scale). So lo is taken of
-// (a − hi)·2^13, where its step is float32's, and the low products are summed in an accumulator
-// of their own, scaled back by 2^-13 and added to the high one once, after the last k. The
-// scaling is exact (a power of two) unless |a| ≥ 2^126, where (a − hi)·2^13 may overflow; values
-// that large overflow the recurrence's float32 state anyway.
+// the backward (every gradient of a subnormal q lives at that scale). So the low parts are taken
+// of (a − hi)·2^13, where their step is float32's, and the low products are summed in an
+// accumulator of their own, scaled back by 2^-13 and added to the high one once, after the last
+// k. The scaling is exact (a power of two) unless |a| ≥ 2^126, where (a − hi)·2^13 may overflow;
+// values that large overflow the recurrence's float32 state anyway.
+//
+// Accumulation: an mma adds its products to its accumulator in the tensor core, and host
+// emulation that truncates that sum toward zero (host_emulation.hpp) reproduces the size of the
+// kernels' ORD-03 failures on an H200 where rounding to nearest does not (bench/RESULTS.md):
+// truncation of a running sum of one sign accumulates as a bias. So the high products, which
+// carry the sum, go into a zeroed fragment and are added to the accumulator in float32 (rounded
+// to nearest), one rounding per 8-term tile step; the low products, 2^13 times smaller once
+// scaled back, stay in the tensor core's accumulator. Each tile product is added in a fixed
+// order (k ascending), so results are bitwise reproducible.
 //
 // This is the warp-synchronous mma.sync of sm_80, a first tensor-core step; wgmma (sm_90a,
 // asynchronous, shared-memory descriptors) is the next one.
@@ -71,11 +80,26 @@ __device__ __forceinline__ float tf32_value(uint32_t bits) {
 // The low parts' scale: 2^13 lifts float32's subnormal step 2^-149 to TF32's 2^-136.
 constexpr float kLowScale = 0x1p13f, kLowUnscale = 0x1p-13f;
 
-// hi = tf32(x), lo = tf32((x − hi)·2^13) (zero when x is exact in TF32).
+// hi = tf32(x), lo = tf32(r), lo2 = tf32(r − lo) with r = (x − hi)·2^13, so that
+// x = hi + 2^-13·(lo + lo2) exactly (lo = lo2 = 0 when x is exact in TF32).
 template <bool EXACT>
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo, uint32_t& lo2) {
     hi = to_tf32(x);
-    lo = EXACT ? 0u : to_tf32((x - tf32_value(hi)) * kLowScale);
+    if (EXACT) {
+        lo = lo2 = 0u;
+        return;
+    }
+    const float r = (x - tf32_value(hi)) * kLowScale;
+    lo = to_tf32(r);
+    lo2 = to_tf32(r - tf32_value(lo));
+}
+
+// acc += a·b for one 16×8×8 tile, the tile's sum formed in a zeroed fragment and added to acc in
+// float32, rounded to nearest.
+__device__ __forceinline__ void mma_tf32_added(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_tf32(part, a, b);
+    for (int r = 0; r < 4; ++r) acc[r] += part[r];
 }
 
 // out(m, n, Σ_{k<Kd} A(m, k)·B(k, n)) for every m < M, n < N, the products on tensor cores.
@@ -96,21 +120,27 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
         for (int j = 0; j < NT; ++j)
             for (int r = 0; r < 4; ++r) acc[j][r] = low[j][r] = 0.0f;
         for (int k0 = 0; k0 < Kd; k0 += 8) {
-            uint32_t ahi[4], alo[4];
+            uint32_t ahi[4], alo[4], alo2[4];
             for (int r = 0; r < 4; ++r) {
                 const int m = m0 + g + (r & 1) * 8, k = k0 + c + (r >> 1) * 4;
-                split_tf32<AEXACT>(m < M && k < Kd ? A(m, k) : 0.0f, ahi[r], alo[r]);
+                split_tf32<AEXACT>(m < M && k < Kd ? A(m, k) : 0.0f, ahi[r], alo[r], alo2[r]);
             }
             for (int j = 0; j < NT; ++j) {
                 const int n = n0 + 8 * j + g;
-                uint32_t bhi[2], blo[2];
+                uint32_t bhi[2], blo[2], blo2[2];
                 for (int r = 0; r < 2; ++r) {
                     const int k = k0 + c + r * 4;
-                    split_tf32<BEXACT>(n < N && k < Kd ? B(k, n) : 0.0f, bhi[r], blo[r]);
+                    split_tf32<BEXACT>(n < N && k < Kd ? B(k, n) : 0.0f, bhi[r], blo[r], blo2[r]);
                 }
-                if (!AEXACT) mma_tf32(low[j], alo, bhi);
-                if (!BEXACT) mma_tf32(low[j], ahi, blo);
-                mma_tf32(acc[j], ahi, bhi);
+                if (!AEXACT) {
+                    mma_tf32(low[j], alo, bhi);
+                    mma_tf32(low[j], alo2, bhi);
+                }
+                if (!BEXACT) {
+                    mma_tf32(low[j], ahi, blo);
+                    mma_tf32(low[j], ahi, blo2);
+                }
+                mma_tf32_added(acc[j], ahi, bhi);
             }
         }
         for (int j = 0; j < NT; ++j)

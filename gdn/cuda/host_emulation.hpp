@@ -86,8 +86,13 @@ inline uint32_t to_tf32(float x) {
 
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for a block of one warp (HostLauncher's 32
 // threads): each lane posts its fragments, then reads the whole tiles back through the PTX
-// fragment layout (gdn_mma.cuh has the table) and adds its own four elements of A·B, the
-// products summed exactly and rounded once.
+// fragment layout (gdn_mma.cuh has the table) and adds its own four elements of A·B. The eight
+// products (exact: 11 by 11 significant bits) and the accumulator are summed in float64 and the
+// sum is truncated toward zero to float32, as NVIDIA's tensor cores are reported to round
+// (Fasi, Higham, Mikaitis and Pranesh, 2021, on V100, T4 and A100): rounding to nearest here left
+// the kernels well inside the float32 control's error where an H200 put them at 1.8–2.3 times it,
+// and truncation reproduces that (bench/RESULTS.md). bench/mma_subnormals.cu's rounding cases
+// check it on a GPU.
 inline uint32_t mma_a[32][4], mma_b[32][2];
 inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     if (block_dim.x != 32) std::abort();
@@ -106,7 +111,11 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
         const int m = int(lane / 4) + (r / 2) * 8, n = int(lane % 4) * 2 + r % 2;
         double sum = 0.0;
         for (int k = 0; k < 8; ++k) sum += A(m, k) * B(k, n);
-        d[r] = float(double(d[r]) + sum);
+        const double exact = double(d[r]) + sum;
+        float rounded = float(exact);
+        if (double(rounded) != exact && std::abs(double(rounded)) > std::abs(exact))
+            rounded = std::nextafter(rounded, 0.0f);
+        d[r] = rounded;
     }
     block_barrier->arrive_and_wait();
 }

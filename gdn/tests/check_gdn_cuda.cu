@@ -150,7 +150,7 @@ bool reference_kernels() {
 }
 
 // C (M×N) = A (M×Kd) · B (Kd×N) through block_mma, the tensor-core product of version 2: one
-// TF32 term per operand (EXACT) or the 3xTF32 split.
+// TF32 term per operand (EXACT) or the exact split into three TF32 parts.
 template <bool EXACT>
 __global__ void block_mma_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
     kcv::gdn::cuda::block_mma<4, EXACT, EXACT>(
@@ -161,8 +161,8 @@ __global__ void block_mma_product(const float* A, const float* B, float* C, int 
 // The tensor-core product on its own, so that a wrong fragment layout shows here by name rather
 // than as every version 2 case failing: (1) small integers, whose products and sums are exact,
 // compared bit for bit through both paths, on a shape with partial tiles in M, N and K; (2) normal
-// random operands through the split, the error relative to Σ|a||b| against 2^-19 (the split leaves
-// about 3·2^-22, the accumulation a few 2^-24); (3) whether TF32 subnormal operands survive
+// random operands through the split, the error relative to Σ|a||b| against 2^-19 (the split drops
+// at most 2^-22 a product, the accumulation a few 2^-24); (3) whether TF32 subnormal operands survive
 // (reported, not judged: the emulation keeps them). Returns the number of failures.
 int check_block_mma() {
     const int M = 64, N = 72, Kd = 70;
@@ -204,7 +204,7 @@ int check_block_mma() {
                         reference(first / N, first % N, false));
             ++failed;
         } else {
-            std::printf("ok   block_mma %s on small integers (64×72×70): bit for bit\n", exact ? "exact" : "3xTF32");
+            std::printf("ok   block_mma %s on small integers (64×72×70): bit for bit\n", exact ? "exact" : "split");
         }
     }
     std::normal_distribution<float> n01(0.0f, 1.0f);
@@ -215,7 +215,7 @@ int check_block_mma() {
     for (int e = 0; e < M * N; ++e)
         worst = std::max(worst, std::abs(c[e] - reference(e / N, e % N, false)) / reference(e / N, e % N, true));
     const bool close = worst <= 0x1p-19;
-    std::printf("%s block_mma 3xTF32 on normal operands: max |error| / sum|a||b| = %.3g = 2^%.1f (bound 2^-19)\n",
+    std::printf("%s block_mma split on normal operands: max |error| / sum|a||b| = %.3g = 2^%.1f (bound 2^-19)\n",
                 close ? "ok  " : "FAIL", worst, std::log2(worst));
     failed += close ? 0 : 1;
     std::fill(a.begin(), a.end(), 0.0f);

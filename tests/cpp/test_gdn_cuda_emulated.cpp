@@ -256,8 +256,9 @@ TEST(GdnCudaEmulated, StrongDecayAgreesWithOracle) {
     }
 }
 
-// Version 2 (tensor cores) on float32 inputs, every operand split 3xTF32: the same error bound as
-// the float32 FMA of version 1, on the shapes that exercise partial tiles (K = 8, V = 20), partial
+// Version 2 (tensor cores) on float32 inputs, every operand split into TF32 parts, the mma's sums
+// truncated as the emulation models the hardware: the same error bound as the float32 FMA of
+// version 1, on the shapes that exercise partial tiles (K = 8, V = 20), partial
 // chunks, varlen and strong decay.
 TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
     uint32_t seed = 1000;
@@ -273,12 +274,12 @@ TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
 
 // Subnormal queries, as EXC-02 draws them, without h0 and dht: every output but ht and dq then
 // exists only at the scale of q (around 2^-130), where float32 keeps a fixed step of 2^-149. TF32
-// keeps 10 fraction bits with float32's exponent range, so its own step there is 2^-136: a 3xTF32
-// split of such a value rounds both of its parts to that step, and values under 2^-137 vanish.
+// keeps 10 fraction bits with float32's exponent range, so its own step there is 2^-136: a TF32
+// split of such a value rounds all of its parts to that step, and values under 2^-137 vanish.
 // The low parts are therefore split at 2^13 times their size and summed apart (gdn_mma.cuh).
 // At this scale every product rounds to the fixed step, which the error model's one step of
 // absolute slack does not cover for chains of products: version 1 (float32 FMA) reaches 2.9 of
-// the bound here, the tensor-core kernels 3.6, and before the scaled split 1,200 to 9,400.
+// the bound here, the tensor-core kernels 2.5, and before the scaled split 1,200 to 9,400.
 TEST(GdnCudaEmulated, TensorCoreKernelsKeepSubnormalScaleOperands) {
     constexpr double kSubnormalSteps = 8.0;
     uint32_t seed = 1100;
