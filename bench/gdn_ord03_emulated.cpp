@@ -1,0 +1,192 @@
+// ORD-03 of the recurrence's bf16 contracts, predicted without a GPU: the CUDA kernels' float32
+// specialisation under host emulation (gdn/cuda/host_emulation.hpp, whose mma truncates its sums
+// as the tensor cores are reported to) on the contracts' inputs, bf16 values rounded to bf16 (exact
+// TF32 operands, as the bf16 kernels take them), forward then backward, against the float64
+// oracle. For each output it prints ORD-03's ratio err(kernels) / max(err(control), 2u(out)), with
+// err = max|y − y*| / max|y*| and the float32 CPU implementation as the control; bf16 outputs are
+// rounded to bf16 first, as the contracts declare them. A ratio over 1.2 fails ORD-03.
+//
+//   g++ -O2 -ffp-contract=off -std=c++20 -pthread -Iinclude bench/gdn_ord03_emulated.cpp \
+//       gdn/oracle/gdn_oracle.cpp gdn/problem.cpp -o gdn_ord03_emulated
+//   ./gdn_ord03_emulated [seeds] [member] [K]      (defaults: 2, every member, 128)
+//
+// B1 T130 H2 HV4, K = V (128 as the contracts), one line per kernel version and seed. Version 2
+// at K = 128 takes about a minute per member and seed on one core.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../gdn/cpu/gdn_chunked.cpp"
+#include "../gdn/oracle/gdn_oracle.hpp"
+#define KCV_GDN_HOST_EMULATION 1
+#include "../gdn/cuda/gdn_launch.cuh"
+
+namespace {
+
+using namespace kcv::gdn;
+
+float to_bf16(float x) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    b = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
+    std::memcpy(&x, &b, 4);
+    return x;
+}
+
+struct Tensors {
+    std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
+};
+
+struct Inputs {
+    std::vector<float> q, k, v, g, beta, h0, d_o, dht;
+};
+
+double envelope_error(const std::vector<float>& y, const std::vector<double>& ref) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        num = std::max(num, std::abs(double(y[i]) - ref[i]));
+        den = std::max(den, std::abs(ref[i]));
+    }
+    return num / (den + std::numeric_limits<double>::min());
+}
+
+Tensors allocate(const Shape& s, GateKind gate) {
+    Tensors t;
+    t.o.assign(s.v_size(), 0.0f);
+    t.ht.assign(s.state_size(), 0.0f);
+    t.dq.assign(s.qk_size(), 0.0f);
+    t.dk.assign(s.qk_size(), 0.0f);
+    t.dv.assign(s.v_size(), 0.0f);
+    t.dg.assign(s.g_size(gate), 0.0f);
+    t.dbeta.assign(s.beta_size(), 0.0f);
+    t.dh0.assign(s.state_size(), 0.0f);
+    return t;
+}
+
+// The contracts' bf16 outputs, rounded.
+void round_outputs(Tensors& t) {
+    for (auto* x : {&t.o, &t.dq, &t.dk, &t.dv, &t.dbeta})
+        for (float& e : *x) e = to_bf16(e);
+}
+
+Inputs draw(const Problem& p, uint32_t seed) {
+    const Shape& s = p.shape;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> n01(0.0, 1.0);
+    std::uniform_real_distribution<double> u01(0.0, 1.0);
+    const double key_std = 1.0 / std::sqrt(double(s.K)), key_max = std::sqrt(2.0 / double(s.K));
+    auto fill = [&](std::vector<float>& x, int64_t n, auto gen, bool bf16) {
+        x.resize(n);
+        for (float& e : x) e = bf16 ? to_bf16(float(gen())) : float(gen());
+    };
+    Inputs in;
+    fill(in.q, s.qk_size(), [&] { return n01(rng); }, true);
+    fill(in.k, s.qk_size(), [&] { return std::clamp(key_std * n01(rng), -key_max, key_max); }, true);
+    fill(in.v, s.v_size(), [&] { return n01(rng); }, true);
+    fill(in.g, s.g_size(p.member.gate), [&] { return -u01(rng); }, false);
+    fill(in.beta, s.beta_size(), [&] { return u01(rng); }, true);
+    fill(in.h0, s.state_size(), [&] { return n01(rng); }, false);
+    fill(in.d_o, s.v_size(), [&] { return n01(rng); }, true);
+    fill(in.dht, s.state_size(), [&] { return n01(rng); }, false);
+    return in;
+}
+
+Tensors run_kernels(const Problem& p, const Inputs& in, int version) {
+    const Shape& s = p.shape;
+    Tensors out = allocate(s, p.member.gate);
+    kcv_gdn_params kp{};
+    kp.gate = int32_t(p.member.gate);
+    kp.delta = p.member.delta;
+    kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
+    kp.N = s.sequences();
+    kp.scale = float(p.scale);
+    kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.g = in.g.data(); kp.beta = in.beta.data();
+    kp.h0 = in.h0.data(); kp.d_o = in.d_o.data(); kp.dht = in.dht.data();
+    kp.o = out.o.data(); kp.ht = out.ht.data(); kp.dq = out.dq.data(); kp.dk = out.dk.data();
+    kp.dv = out.dv.data(); kp.dg = out.dg.data(); kp.dbeta = out.dbeta.data(); kp.dh0 = out.dh0.data();
+    cuda::Workspace layout{};
+    std::vector<float> ws(cuda::layout_workspace(cuda::make_dims(kp), true, kp.gate, nullptr, layout) / sizeof(float) + 64,
+                          std::numeric_limits<float>::quiet_NaN());
+    kp.workspace = ws.data();
+    kp.workspace_bytes = ws.size() * sizeof(float);
+    cuda::emulation::HostLauncher launch;
+    for (bool backward : {false, true}) {
+        const int rc = version == 2 ? cuda::launch_member<float, 2>(launch, kp, backward)
+                                    : cuda::launch_member<float, 1>(launch, kp, backward);
+        if (rc != 0) {
+            std::fprintf(stderr, "the emulated launch sequence failed (%d)\n", rc);
+            std::exit(1);
+        }
+    }
+    round_outputs(out);
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int seeds = argc > 1 ? std::atoi(argv[1]) : 2;
+    const std::string only = argc > 2 ? argv[2] : "";
+    const int64_t K = argc > 3 ? std::atoll(argv[3]) : 128;
+    const Shape s{1, 130, 2, 4, K, K, {}};
+    for (Member m : all_members()) {
+        if (!only.empty() && only != member_name(m)) continue;
+        const Problem p{m, s, 1.0 / std::sqrt(double(K))};
+        for (int seed = 0; seed < seeds; ++seed) {
+            const Inputs in = draw(p, 1234u + uint32_t(seed));
+            auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+            const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
+                       h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);
+            std::vector<double> o(s.v_size()), ht(s.state_size());
+            forward(p, {q.data(), k.data(), v.data(), g.data(), beta.data(), h0.data(), o.data(), ht.data()});
+            std::vector<double> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dg(s.g_size(m.gate)),
+                dbeta(s.beta_size()), dh0(s.state_size());
+            BackwardArgs ba;
+            ba.q = q.data(); ba.k = k.data(); ba.v = v.data(); ba.g = g.data(); ba.beta = beta.data();
+            ba.h0 = h0.data(); ba.d_o = d_o.data(); ba.dht = dht.data(); ba.dq = dq.data(); ba.dk = dk.data();
+            ba.dv = dv.data(); ba.dg = dg.data(); ba.dbeta = dbeta.data(); ba.dh0 = dh0.data();
+            backward(p, ba);
+
+            Tensors control = allocate(s, m.gate);
+            cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), in.h0.data(),
+                                     control.o.data(), control.ht.data()});
+            cpu::chunked_backward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                      in.h0.data(), in.d_o.data(), in.dht.data(), control.dq.data(),
+                                      control.dk.data(), control.dv.data(), control.dg.data(),
+                                      control.dbeta.data(), control.dh0.data()});
+            round_outputs(control);
+
+            struct Output {
+                const char* name;
+                std::vector<float> Tensors::*field;
+                const std::vector<double>* ref;
+                double floor;   // 2u of the output's dtype
+            };
+            std::vector<Output> outputs = {{"o", &Tensors::o, &o, 0x1p-7},     {"ht", &Tensors::ht, &ht, 0x1p-23},
+                                           {"dq", &Tensors::dq, &dq, 0x1p-7},  {"dk", &Tensors::dk, &dk, 0x1p-7},
+                                           {"dv", &Tensors::dv, &dv, 0x1p-7},  {"dh0", &Tensors::dh0, &dh0, 0x1p-23}};
+            if (m.gate != GateKind::none) outputs.push_back({"dg", &Tensors::dg, &dg, 0x1p-23});
+            if (m.delta) outputs.push_back({"dbeta", &Tensors::dbeta, &dbeta, 0x1p-7});
+            std::printf("%s seed %d, control err:", member_name(m), seed);
+            for (const Output& x : outputs) std::printf(" %s %.2e", x.name, envelope_error(control.*(x.field), *x.ref));
+            std::printf("\n");
+            for (int version : {1, 2}) {
+                const Tensors kernels = run_kernels(p, in, version);
+                std::printf("  version %d ORD-03 ratio:", version);
+                for (const Output& x : outputs) {
+                    const double envelope = std::max(envelope_error(control.*(x.field), *x.ref), x.floor);
+                    std::printf(" %s %.2f", x.name, envelope_error(kernels.*(x.field), *x.ref) / envelope);
+                }
+                std::printf("\n");
+                std::fflush(stdout);
+            }
+        }
+    }
+    return 0;
+}
