@@ -69,6 +69,7 @@ def _raise_if_sticky(e: BaseException, device: torch.device) -> None:
 class Models:
     dims_key: tuple
     problem: Problem
+    init: list   # get_init_inputs() as the models were built from it
     reference: torch.nn.Module
     control: torch.nn.Module
     candidate: torch.nn.Module | None
@@ -145,7 +146,7 @@ class Executor:
 
     def models(self, dims: dict[str, int]) -> Models:
         """Reference (fp64), control (fp32) and candidate at these sizes; the latest is kept."""
-        overrides = {n: int(v) for n, v in dims.items() if self.task.nominal.get(n) != v}
+        overrides = self._overrides(dims)
         key = tuple(sorted(overrides.items()))
         if self._models is not None and self._models.dims_key == key:
             return self._models
@@ -162,19 +163,26 @@ class Executor:
                 reference, control = self._reference_and_control(problem, init)
                 if shared_key is not None:
                     self._shared = (shared_key, reference, control)
-            candidate, error = None, ""
-            try:
-                set_seed(WEIGHT_SEED)
-                candidate = self.cls(*init).to(device=self.device, dtype=torch.float32)
-            except Exception as e:
-                error = f"{type(e).__name__}: {e}"
-        self._models = Models(key, problem, reference, control, candidate, error)
+            candidate, error = self._new_candidate(init)
+        self._models = Models(key, problem, init, reference, control, candidate, error)
         # What exists now (torch and its lazily imported parts, the modules, these models) lives
         # at least until the next size. Freezing it keeps the gc.collect() before every call, which
         # makes freed tensors go back to the allocator, from walking that whole heap (~0.2 s each).
         gc.freeze()
         _unfreeze_at_exit()
         return self._models
+
+    def _overrides(self, dims: dict[str, int]) -> dict[str, int]:
+        """The size constants these dimensions set to other than their nominal values."""
+        return {n: int(v) for n, v in dims.items() if self.task.nominal.get(n) != v}
+
+    def _new_candidate(self, init: list) -> tuple[torch.nn.Module | None, str]:
+        """The candidate built from the weight seed, float32 on the device; or None and the error."""
+        try:
+            set_seed(WEIGHT_SEED)
+            return self.cls(*init).to(device=self.device, dtype=torch.float32), ""
+        except Exception as e:
+            return None, f"{type(e).__name__}: {e}"
 
     def _init_inputs(self, problem: Problem) -> list:
         """get_init_inputs() after the weight seed, its tensors float32 on the device."""
@@ -211,17 +219,13 @@ class Executor:
         the probe's sizes, then called once at the priming sizes on the problem's inputs of the
         priming seed; what that call returns is not looked at. None and the reason where the
         problem's init arguments differ between the two sizes: no one instance serves both."""
-        overrides = {n: int(v) for n, v in prime["dims"].items() if self.task.nominal.get(n) != v}
-        problem = load_problem(self.task.source, self.task.path, overrides)
-        init = self._init_inputs(m.problem)
-        if _init_key(self._init_inputs(problem)) != _init_key(init):
+        problem = load_problem(self.task.source, self.task.path, self._overrides(prime["dims"]))
+        if _init_key(self._init_inputs(problem)) != _init_key(m.init):
             return None, "the problem's init arguments differ at the priming sizes, so no one instance serves both"
         with torch.no_grad():
-            set_seed(WEIGHT_SEED)
-            try:
-                candidate = self.cls(*init).to(device=self.device, dtype=torch.float32)
-            except Exception as e:
-                return None, f"the candidate built once but not again: {type(e).__name__}: {e}"
+            candidate, error = self._new_candidate(m.init)
+            if candidate is None:
+                return None, f"the candidate built once but not again: {error}"
             set_seed(int(prime["input_seed"]))
             args = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
             try:
