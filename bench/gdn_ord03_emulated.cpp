@@ -25,7 +25,7 @@
 #include "../gdn/cpu/gdn_chunked.cpp"
 #include "../gdn/oracle/gdn_oracle.hpp"
 #define KCV_GDN_HOST_EMULATION 1
-#include "../gdn/cuda/gdn_launch.cuh"
+#include "../gdn/cuda/host_run.hpp"
 
 namespace {
 
@@ -39,9 +39,7 @@ float to_bf16(float x) {
     return x;
 }
 
-struct Tensors {
-    std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
-};
+using Tensors = cuda::emulation::RunOutputs;
 
 struct Inputs {
     std::vector<float> q, k, v, g, beta, h0, d_o, dht;
@@ -54,19 +52,6 @@ double envelope_error(const std::vector<float>& y, const std::vector<double>& re
         den = std::max(den, std::abs(ref[i]));
     }
     return num / (den + std::numeric_limits<double>::min());
-}
-
-Tensors allocate(const Shape& s, GateKind gate) {
-    Tensors t;
-    t.o.assign(s.v_size(), 0.0f);
-    t.ht.assign(s.state_size(), 0.0f);
-    t.dq.assign(s.qk_size(), 0.0f);
-    t.dk.assign(s.qk_size(), 0.0f);
-    t.dv.assign(s.v_size(), 0.0f);
-    t.dg.assign(s.g_size(gate), 0.0f);
-    t.dbeta.assign(s.beta_size(), 0.0f);
-    t.dh0.assign(s.state_size(), 0.0f);
-    return t;
 }
 
 // The contracts' bf16 outputs, rounded.
@@ -98,31 +83,12 @@ Inputs draw(const Problem& p, uint32_t seed) {
 }
 
 Tensors run_kernels(const Problem& p, const Inputs& in, int version) {
-    const Shape& s = p.shape;
-    Tensors out = allocate(s, p.member.gate);
-    kcv_gdn_params kp{};
-    kp.gate = int32_t(p.member.gate);
-    kp.delta = p.member.delta;
-    kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
-    kp.N = s.sequences();
-    kp.scale = float(p.scale);
-    kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.g = in.g.data(); kp.beta = in.beta.data();
-    kp.h0 = in.h0.data(); kp.d_o = in.d_o.data(); kp.dht = in.dht.data();
-    kp.o = out.o.data(); kp.ht = out.ht.data(); kp.dq = out.dq.data(); kp.dk = out.dk.data();
-    kp.dv = out.dv.data(); kp.dg = out.dg.data(); kp.dbeta = out.dbeta.data(); kp.dh0 = out.dh0.data();
-    cuda::Workspace layout{};
-    std::vector<float> ws(cuda::layout_workspace(cuda::make_dims(kp), true, kp.gate, nullptr, layout) / sizeof(float) + 64,
-                          std::numeric_limits<float>::quiet_NaN());
-    kp.workspace = ws.data();
-    kp.workspace_bytes = ws.size() * sizeof(float);
-    cuda::emulation::HostLauncher launch;
-    for (bool backward : {false, true}) {
-        const int rc = version == 2 ? cuda::launch_member<float, 2>(launch, kp, backward)
-                                    : cuda::launch_member<float, 1>(launch, kp, backward);
-        if (rc != 0) {
-            std::fprintf(stderr, "the emulated launch sequence failed (%d)\n", rc);
-            std::exit(1);
-        }
+    Tensors out(p);
+    const cuda::emulation::RunInputs ri{in.q.data(),    in.k.data(),  in.v.data(),   in.g.data(),
+                                        in.beta.data(), in.h0.data(), in.d_o.data(), in.dht.data()};
+    if (const int rc = cuda::emulation::run_member(p, ri, version, out)) {
+        std::fprintf(stderr, "the emulated launch sequence failed (%d)\n", rc);
+        std::exit(1);
     }
     round_outputs(out);
     return out;
@@ -153,7 +119,7 @@ int main(int argc, char** argv) {
             ba.dv = dv.data(); ba.dg = dg.data(); ba.dbeta = dbeta.data(); ba.dh0 = dh0.data();
             backward(p, ba);
 
-            Tensors control = allocate(s, m.gate);
+            Tensors control(p);
             cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), in.h0.data(),
                                      control.o.data(), control.ht.data()});
             cpu::chunked_backward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),

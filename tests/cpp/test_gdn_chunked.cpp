@@ -21,7 +21,7 @@
 // The CUDA kernels' source on host threads, to compare with the chunked implementation here,
 // the one file that compiles both.
 #define KCV_GDN_HOST_EMULATION 1
-#include "../../gdn/cuda/gdn_launch.cuh"
+#include "../../gdn/cuda/host_run.hpp"
 
 namespace {
 
@@ -234,6 +234,30 @@ TEST(GdnChunked, NanInALaterTokenNeverReachesAnEarlierOne) {
     }
 }
 
+using Outputs = kcv::gdn::cuda::emulation::RunOutputs;
+
+// This file's implementation, forward then backward, with h0 and dht.
+Outputs run_chunked(const Problem& p, const Inputs& in) {
+    Outputs out(p);
+    kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                       in.h0.data(), out.o.data(), out.ht.data()});
+    kcv::gdn::cpu::chunked_backward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                        in.h0.data(), in.d_o.data(), in.dht.data(), out.dq.data(), out.dk.data(),
+                                        out.dv.data(), out.dg.data(), out.dbeta.data(), out.dh0.data()});
+    return out;
+}
+
+// The CUDA kernels of VERSION on host threads (their float32 specialisation), forward then
+// backward, with h0 and dht.
+template <int VERSION>
+Outputs run_emulated_kernels(const Problem& p, const Inputs& in) {
+    Outputs out(p);
+    const kcv::gdn::cuda::emulation::RunInputs ri{in.q.data(),    in.k.data(),   in.v.data(),   in.g.data(),
+                                                  in.beta.data(), in.h0.data(), in.d_o.data(), in.dht.data()};
+    EXPECT_EQ(kcv::gdn::cuda::emulation::run_member(p, ri, VERSION, out), 0) << "launch sequences";
+    return out;
+}
+
 // The CUDA kernels compute this file's algorithm, not merely results within the error model:
 // their float32 specialisations, run on the host (the same operations in the same order, no
 // contraction), give the chunked implementation's bits for every output of every member,
@@ -247,53 +271,22 @@ TEST(GdnChunked, EqualsTheEmulatedCudaKernelsBitForBit) {
             const Problem p{m, shape, 0.25};
             const Inputs in = draw(p, c, ++seed);
             const Shape& s = shape;
-            const float nan = std::numeric_limits<float>::quiet_NaN();
-            std::vector<float> o(s.v_size(), nan), ht(s.state_size(), nan), dq(s.qk_size(), nan),
-                dk(s.qk_size(), nan), dv(s.v_size(), nan), dg(s.g_size(m.gate), nan), db(s.beta_size(), nan),
-                dh0(s.state_size(), nan);
-            auto co = o, cht = ht, cdq = dq, cdk = dk, cdv = dv, cdg = dg, cdb = db, cdh0 = dh0;
-            kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
-                                               in.h0.data(), co.data(), cht.data()});
-            kcv::gdn::cpu::BackwardArgs cb{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
-                                           in.h0.data(), in.d_o.data(), in.dht.data(), cdq.data(), cdk.data(),
-                                           cdv.data(), cdg.data(), cdb.data(), cdh0.data()};
-            kcv::gdn::cpu::chunked_backward(p, cb);
-
-            kcv_gdn_params kp{};
-            kp.gate = int32_t(m.gate);
-            kp.delta = m.delta;
-            kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
-            kp.N = s.sequences();
-            kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
-            kp.scale = 0.25f;
-            kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.g = in.g.data(); kp.beta = in.beta.data();
-            kp.h0 = in.h0.data(); kp.o = o.data(); kp.ht = ht.data(); kp.d_o = in.d_o.data(); kp.dht = in.dht.data();
-            kp.dq = dq.data(); kp.dk = dk.data(); kp.dv = dv.data(); kp.dg = dg.data(); kp.dbeta = db.data();
-            kp.dh0 = dh0.data();
-            kcv::gdn::cuda::Workspace layout{};
-            std::vector<float> ws(kcv::gdn::cuda::layout_workspace(kcv::gdn::cuda::make_dims(kp), true, kp.gate,
-                                                                   nullptr, layout) / sizeof(float) + 64, nan);
-            kp.workspace = ws.data();
-            kp.workspace_bytes = ws.size() * sizeof(float);
-            kcv::gdn::cuda::emulation::HostLauncher launch;
-            ASSERT_EQ(kcv::gdn::cuda::launch_member<float>(launch, kp, false), 0);
-            ASSERT_EQ(kcv::gdn::cuda::launch_member<float>(launch, kp, true), 0);
-
+            const Outputs cpu = run_chunked(p, in), kernels = run_emulated_kernels<1>(p, in);
             std::vector<std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>> outputs = {
-                {"o", &o, &co}, {"ht", &ht, &cht}, {"dq", &dq, &cdq}, {"dk", &dk, &cdk}, {"dv", &dv, &cdv},
-                {"dh0", &dh0, &cdh0}};
-            if (m.gate != GateKind::none) outputs.push_back({"dg", &dg, &cdg});
-            if (m.delta) outputs.push_back({"dbeta", &db, &cdb});
-            for (const auto& [name, kernel, cpu] : outputs) {
+                {"o", &kernels.o, &cpu.o},       {"ht", &kernels.ht, &cpu.ht}, {"dq", &kernels.dq, &cpu.dq},
+                {"dk", &kernels.dk, &cpu.dk},    {"dv", &kernels.dv, &cpu.dv}, {"dh0", &kernels.dh0, &cpu.dh0}};
+            if (m.gate != GateKind::none) outputs.push_back({"dg", &kernels.dg, &cpu.dg});
+            if (m.delta) outputs.push_back({"dbeta", &kernels.dbeta, &cpu.dbeta});
+            for (const auto& [name, kernel, control] : outputs) {
                 bool nonzero = false;
-                for (size_t i = 0; i < cpu->size(); ++i) {
+                for (size_t i = 0; i < control->size(); ++i) {
                     uint32_t a, b;
                     std::memcpy(&a, &(*kernel)[i], 4);
-                    std::memcpy(&b, &(*cpu)[i], 4);
-                    ASSERT_TRUE(std::isfinite((*cpu)[i])) << c.name << " seed " << seed << " " << name << "[" << i << "]";
+                    std::memcpy(&b, &(*control)[i], 4);
+                    ASSERT_TRUE(std::isfinite((*control)[i])) << c.name << " seed " << seed << " " << name << "[" << i << "]";
                     ASSERT_EQ(a, b) << c.name << " B=" << s.B << " seed " << seed << ": " << name << "[" << i
-                                    << "] kernels " << (*kernel)[i] << ", CPU " << (*cpu)[i];
-                    nonzero |= (*cpu)[i] != 0.0f;
+                                    << "] kernels " << (*kernel)[i] << ", CPU " << (*control)[i];
+                    nonzero |= (*control)[i] != 0.0f;
                 }
                 EXPECT_TRUE(nonzero) << c.name << " " << name;
             }
@@ -349,43 +342,14 @@ TEST(GdnChunked, TensorCoreKernelsStayWithinTheOrd03MarginOfThisImplementation) 
         ba.dht = dht.data(); ba.dq = dq.data(); ba.dk = dk.data(); ba.dv = dv.data(); ba.dh0 = dh0.data();
         kcv::gdn::backward(p, ba);
 
-        // [0] this file's float32 implementation, [1] version 2 of the kernels.
-        std::vector<float> fo[2], fht[2], fdq[2], fdk[2], fdv[2], fdh0[2];
-        for (int i = 0; i < 2; ++i) {
-            fo[i].assign(s.v_size(), 0.0f); fht[i].assign(s.state_size(), 0.0f);
-            fdq[i].assign(s.qk_size(), 0.0f); fdk[i].assign(s.qk_size(), 0.0f);
-            fdv[i].assign(s.v_size(), 0.0f); fdh0[i].assign(s.state_size(), 0.0f);
-        }
-        kcv::gdn::cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), nullptr, nullptr, in.h0.data(),
-                                           fo[0].data(), fht[0].data()});
-        kcv::gdn::cpu::BackwardArgs cb{in.q.data(), in.k.data(), in.v.data(), nullptr, nullptr, in.h0.data(),
-                                       in.d_o.data(), in.dht.data(), fdq[0].data(), fdk[0].data(), fdv[0].data(),
-                                       nullptr, nullptr, fdh0[0].data()};
-        kcv::gdn::cpu::chunked_backward(p, cb);
-        kcv_gdn_params kp{};
-        kp.gate = 0;
-        kp.delta = 0;
-        kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
-        kp.N = s.sequences();
-        kp.scale = float(p.scale);
-        kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.h0 = in.h0.data();
-        kp.o = fo[1].data(); kp.ht = fht[1].data(); kp.d_o = in.d_o.data(); kp.dht = in.dht.data();
-        kp.dq = fdq[1].data(); kp.dk = fdk[1].data(); kp.dv = fdv[1].data(); kp.dh0 = fdh0[1].data();
-        kcv::gdn::cuda::Workspace layout{};
-        std::vector<float> ws(kcv::gdn::cuda::layout_workspace(kcv::gdn::cuda::make_dims(kp), true, kp.gate, nullptr,
-                                                               layout) / sizeof(float) + 64,
-                              std::numeric_limits<float>::quiet_NaN());
-        kp.workspace = ws.data();
-        kp.workspace_bytes = ws.size() * sizeof(float);
-        kcv::gdn::cuda::emulation::HostLauncher launch;
-        ASSERT_EQ((kcv::gdn::cuda::launch_member<float, 2>(launch, kp, false)), 0);
-        ASSERT_EQ((kcv::gdn::cuda::launch_member<float, 2>(launch, kp, true)), 0);
-        for (const auto& [name, y, ref] : {std::tuple{"ht", fht, &ht}, std::tuple{"dh0", fdh0, &dh0}}) {
-            const double control = std::max(envelope_error(y[0], *ref), 0x1p-23);
-            const double kernels = envelope_error(y[1], *ref);
-            std::printf("  seed %u %-3s control %.3g kernels %.3g ratio %.2f\n", seed, name, control, kernels,
-                        kernels / control);
-            EXPECT_LE(kernels, 1.2 * control) << "seed " << seed << " " << name;
+        const Outputs cpu = run_chunked(p, in), kernels = run_emulated_kernels<2>(p, in);
+        for (const auto& [name, ref, control_y, kernels_y] :
+             {std::tuple{"ht", &ht, &cpu.ht, &kernels.ht}, std::tuple{"dh0", &dh0, &cpu.dh0, &kernels.dh0}}) {
+            const double control = std::max(envelope_error(*control_y, *ref), 0x1p-23);
+            const double error = envelope_error(*kernels_y, *ref);
+            std::printf("  seed %u %-3s control %.3g kernels %.3g ratio %.2f\n", seed, name, control, error,
+                        error / control);
+            EXPECT_LE(error, 1.2 * control) << "seed " << seed << " " << name;
         }
     }
 }

@@ -19,7 +19,7 @@
 #include <vector>
 
 #define KCV_GDN_HOST_EMULATION 1
-#include "../../gdn/cuda/gdn_launch.cuh"
+#include "../../gdn/cuda/host_run.hpp"
 #include "../../gdn/oracle/gdn_oracle.hpp"
 
 namespace {
@@ -67,52 +67,18 @@ Inputs draw(const Case& c, uint32_t seed) {
     return in;
 }
 
-struct Outputs {
-    std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
-};
+using Outputs = cu::emulation::RunOutputs;
 
 // Forward, then backward, through the emulated kernels, on the float32 specialisation, with the
 // kernels of `version` (1 the reference kernels, 2 the tensor-core ones, their mma.sync emulated
 // from the PTX fragment layout). Outputs and workspace start as NaN, so an element the kernels
 // never write cannot pass a comparison.
 Outputs run_kernels(const Case& c, const Inputs& in, int version = 1) {
-    const Shape& s = c.shape;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    Outputs out;
-    out.o.assign(s.v_size(), nan);
-    out.ht.assign(s.state_size(), nan);
-    out.dq.assign(s.qk_size(), nan);
-    out.dk.assign(s.qk_size(), nan);
-    out.dv.assign(s.v_size(), nan);
-    out.dg.assign(s.g_size(c.member.gate), nan);
-    out.dbeta.assign(s.beta_size(), nan);
-    out.dh0.assign(s.state_size(), nan);
-    kcv_gdn_params kp{};
-    kp.gate = static_cast<int32_t>(c.member.gate);
-    kp.delta = c.member.delta;
-    kp.dtype = 0;
-    kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
-    kp.N = s.sequences();
-    kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
-    kp.scale = float(1.0 / std::sqrt(double(s.K)));
-    kp.q = in.q.data(); kp.k = in.k.data(); kp.v = in.v.data(); kp.g = in.g.data(); kp.beta = in.beta.data();
-    kp.h0 = c.h0 ? in.h0.data() : nullptr;
-    kp.o = out.o.data(); kp.ht = out.ht.data();
-    kp.d_o = in.d_o.data(); kp.dht = c.dht ? in.dht.data() : nullptr;
-    kp.dq = out.dq.data(); kp.dk = out.dk.data(); kp.dv = out.dv.data(); kp.dg = out.dg.data();
-    kp.dbeta = out.dbeta.data(); kp.dh0 = out.dh0.data();
-    cu::Workspace layout{};
-    const size_t bytes = cu::layout_workspace(cu::make_dims(kp), true, kp.gate, nullptr, layout);
-    std::vector<float> ws(bytes / sizeof(float) + 64, nan);
-    kp.workspace = ws.data();
-    kp.workspace_bytes = ws.size() * sizeof(float);
-    HostLauncher launch;
-    auto run = [&](bool backward) {
-        return version == 2 ? cu::launch_member<float, 2>(launch, kp, backward)
-                            : cu::launch_member<float, 1>(launch, kp, backward);
-    };
-    EXPECT_EQ(run(false), 0) << c.name << ": forward launch sequence failed";
-    EXPECT_EQ(run(true), 0) << c.name << ": backward launch sequence failed";
+    const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
+    Outputs out(p);
+    const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                      c.h0 ? in.h0.data() : nullptr, in.d_o.data(), c.dht ? in.dht.data() : nullptr};
+    EXPECT_EQ(cu::emulation::run_member(p, ri, version, out), 0) << c.name << ": a launch sequence failed";
     return out;
 }
 
