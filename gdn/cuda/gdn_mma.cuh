@@ -2,34 +2,39 @@
 // mma.sync.m16n8k8 with TF32 operands and float32 accumulation, with float32 operands split
 // into TF32 parts, so that a product keeps float32 accuracy.
 //
-// A float32 value a is split exactly as a = hi + 2^-13·(lo + lo2), with hi = tf32(a),
-// lo = tf32(r) and lo2 = tf32(r − lo) for r = (a − hi)·2^13 (tf32 keeps 10 fraction bits,
-// rounded to nearest; a − hi has at most 13 significant bits and r − lo at most 2, so nothing is
-// rounded away). A product a·b is taken as hi_a·hi_b + 2^-13·(lo_a·hi_b + lo2_a·hi_b + hi_a·lo_b
-// + hi_a·lo2_b): only 2^-26·(lo_a + lo2_a)(lo_b + lo2_b) is dropped, at most 2^-22·|a·b| and
-// typically a float32 rounding. An operand known to be exactly representable in TF32 (raw bf16
-// or fp16 inputs: at most 11 significant bits, exponent in range) has lo = lo2 = 0 and its low
-// terms are skipped, so a product with one such operand is exact.
+// Splitting. Within one m16n8k8 product, row m of A is split on a grid common to its eight
+// values: with 2^E ≤ max_k |A(m, k)| < 2^(E+1), hi = A(m, k) rounded to a multiple of
+// q = 2^(E − 9), so that hi/q is an integer of at most 10 bits and sign (exact in TF32), and
+// r = A(m, k) − hi, |r| ≤ q/2, exactly. Column n of B likewise. Then every product hi_a·hi_b is an
+// integer multiple of q_a·q_b of at most 20 bits, and a sum of eight of them has at most 23: the
+// tensor core forms hi_a·hi_b's tile sum exactly whatever it does when it aligns and truncates its
+// terms (below). The remainders are split into TF32 parts, r = 2^-13·(lo + lo2) with lo = tf32(r·2^13)
+// and lo2 = tf32(r·2^13 − lo) (lo2 = 0 for a 16-bit input, whose remainder is exact in TF32), and
+// a·b = hi_a·hi_b + 2^-13·(lo_a + lo2_a)·hi_b + 2^-13·hi_a·(lo_b + lo2_b) + 2^-26·lo_a·lo_b + …,
+// where what is dropped (lo·lo2 terms) is at most 2^-30 of the tile's largest |a|·|b|. The
+// remainders' products are 2^-10 of the tile's scale or less, so the tensor core's truncation of
+// their sums costs about 2^-33 of it.
 //
 // Small values: TF32 has float32's exponent range but only 10 fraction bits, so below 2^-126 its
 // step is 2^-136 where float32's is 2^-149 (measured on an H200 by bench/mma_subnormals.cu: a
 // TF32 operand of 2^-140 contributes nothing, while products and accumulators that are subnormal
-// are kept exactly). Split naively, a value of subnormal scale loses its last 13 bits in both
-// parts, and one under 2^-137 vanishes: a flush to zero in all but name, which EXC-02 caught in
-// the backward (every gradient of a subnormal q lives at that scale). So the low parts are taken
-// of (a − hi)·2^13, where their step is float32's, and the low products are summed in an
-// accumulator of their own, scaled back by 2^-13 and added to the high one once, after the last
-// k. The scaling is exact (a power of two) unless |a| ≥ 2^126, where (a − hi)·2^13 may overflow;
-// values that large overflow the recurrence's float32 state anyway.
+// are kept exactly). So E is taken as −126 at least (q ≥ 2^-135, on TF32's grid), and the
+// remainders are scaled by 2^13 before their split, where their step is float32's: without that,
+// EXC-02 caught a flush to zero in all but name in the backward (every gradient of a subnormal q
+// lives at that scale). The remainders' products are summed in accumulators of their own, scaled
+// back by 2^-13 and 2^-26 and added to the high one once, after the last k. The scalings are exact
+// (powers of two) unless |a| ≥ 2^113, where the grid's rounding constant would overflow; values
+// that large overflow the recurrence's float32 state anyway.
 //
-// Accumulation: an mma adds its products to its accumulator in the tensor core, and host
-// emulation that truncates that sum toward zero (host_emulation.hpp) reproduces the size of the
-// kernels' ORD-03 failures on an H200 where rounding to nearest does not (bench/RESULTS.md):
-// truncation of a running sum of one sign accumulates as a bias. So the high products, which
-// carry the sum, go into a zeroed fragment and are added to the accumulator in float32 (rounded
-// to nearest), one rounding per 8-term tile step; the low products, 2^13 times smaller once
-// scaled back, stay in the tensor core's accumulator. Each tile product is added in a fixed
-// order (k ascending), so results are bitwise reproducible.
+// Accumulation: an mma aligns its terms (the products and the accumulator) to the largest one's
+// exponent, truncates each toward zero two bits under float32's precision there and truncates the
+// sum toward zero (bench/mma_subnormals.cu on an H200; host_emulation.hpp models it). Truncation of
+// a running sum of one sign accumulates as a bias: splitting each operand at its own exponent, as
+// version 2.1 did, put the float32 outputs at up to twice the float32 control's error (ORD-03). So
+// the high products, which carry the sum, go into a zeroed fragment, where their sum is exact by
+// the construction above, and are added to the accumulator in float32 (rounded to nearest), one
+// rounding per 8-term tile step. Each tile product is added in a fixed order (k ascending), so
+// results are bitwise reproducible. When both operands are 16-bit inputs, one plain mma a tile.
 //
 // This is the warp-synchronous mma.sync of sm_80, a first tensor-core step; wgmma (sm_90a,
 // asynchronous, shared-memory descriptors) is the next one.
@@ -77,19 +82,51 @@ __device__ __forceinline__ float tf32_value(uint32_t bits) {
 #endif
 }
 
-// The low parts' scale: 2^13 lifts float32's subnormal step 2^-149 to TF32's 2^-136.
+// The remainders' scale: 2^13 lifts float32's subnormal step 2^-149 to TF32's 2^-136.
 constexpr float kLowScale = 0x1p13f, kLowUnscale = 0x1p-13f;
 
-// hi = tf32(x), lo = tf32(r), lo2 = tf32(r − lo) with r = (x − hi)·2^13, so that
-// x = hi + 2^-13·(lo + lo2) exactly (lo = lo2 = 0 when x is exact in TF32).
+#if !defined(KCV_GDN_HOST_EMULATION)
+__device__ __forceinline__ uint32_t shfl_xor(uint32_t v, int mask) { return __shfl_xor_sync(0xFFFFFFFFu, v, mask); }
+__device__ __forceinline__ float bits_float(uint32_t b) { return __uint_as_float(b); }
+__device__ __forceinline__ uint32_t float_bits(float f) { return __float_as_uint(f); }
+#else
+inline uint32_t shfl_xor(uint32_t v, int mask) { return emulation::shfl_xor(v, mask); }
+inline float bits_float(uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+inline uint32_t float_bits(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+#endif
+
+// The rounding constant of the grid shared by the four lanes of a quad (lane % 4 = 0…3, which
+// hold one row of an A tile or one column of a B tile): 1.5·2^(E + 14) for the largest |x0|, |x1|
+// of the quad, 2^E ≤ it < 2^(E+1), E clamped to [−126, 113]. (x + s) − s is then x rounded to a
+// multiple of 2^(E − 9).
+__device__ __forceinline__ float quad_grid(float x0, float x1) {
+    uint32_t m = max(float_bits(x0) & 0x7FFFFFFFu, float_bits(x1) & 0x7FFFFFFFu);
+    m = max(m, shfl_xor(m, 1));
+    m = max(m, shfl_xor(m, 2));
+    const uint32_t field = min(max(m >> 23, 1u), 240u);
+    return bits_float(((field + 14u) << 23) | 0x400000u);
+}
+
+// x = hi + 2^-13·(lo + lo2) on the grid of s (quad_grid), exactly; EXACT: x is exact in TF32 (a
+// 16-bit input), and so is its remainder, lo2 = 0.
 template <bool EXACT>
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo, uint32_t& lo2) {
-    hi = to_tf32(x);
+__device__ __forceinline__ void split_on_grid(float x, float s, uint32_t& hi, uint32_t& lo, uint32_t& lo2) {
+    const float h = (x + s) - s;
+    hi = float_bits(h);
+    const float r = (x - h) * kLowScale;
     if (EXACT) {
-        lo = lo2 = 0u;
+        lo = float_bits(r);
+        lo2 = 0u;
         return;
     }
-    const float r = (x - tf32_value(hi)) * kLowScale;
     lo = to_tf32(r);
     lo2 = to_tf32(r - tf32_value(lo));
 }
@@ -113,40 +150,54 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const int g = lane / 4, c = lane % 4;
     const int mtiles = (M + 15) / 16, ntiles = (N + 8 * NT - 1) / (8 * NT);
+    // Two 16-bit operands: their products are exact and each tile's sum is one mma.
+    constexpr bool kPlain = AEXACT && BEXACT;
     for (int tile = warp; tile < mtiles * ntiles; tile += warps) {
         const int m0 = (tile / ntiles) * 16, n0 = (tile % ntiles) * 8 * NT;
-        constexpr bool kLow = !AEXACT || !BEXACT;
-        float acc[NT][4], low[NT][4];
+        float acc[NT][4], low[NT][4], low2[NT][4];
         for (int j = 0; j < NT; ++j)
-            for (int r = 0; r < 4; ++r) acc[j][r] = low[j][r] = 0.0f;
+            for (int r = 0; r < 4; ++r) acc[j][r] = low[j][r] = low2[j][r] = 0.0f;
         for (int k0 = 0; k0 < Kd; k0 += 8) {
-            uint32_t ahi[4], alo[4], alo2[4];
+            float av[4];
             for (int r = 0; r < 4; ++r) {
                 const int m = m0 + g + (r & 1) * 8, k = k0 + c + (r >> 1) * 4;
-                split_tf32<AEXACT>(m < M && k < Kd ? A(m, k) : 0.0f, ahi[r], alo[r], alo2[r]);
+                av[r] = m < M && k < Kd ? A(m, k) : 0.0f;
+            }
+            uint32_t ahi[4], alo[4], alo2[4];
+            if (kPlain) {
+                for (int r = 0; r < 4; ++r) ahi[r] = float_bits(av[r]);
+            } else {
+                const float s0 = quad_grid(av[0], av[2]), s1 = quad_grid(av[1], av[3]);
+                for (int r = 0; r < 4; ++r) split_on_grid<AEXACT>(av[r], r & 1 ? s1 : s0, ahi[r], alo[r], alo2[r]);
             }
             for (int j = 0; j < NT; ++j) {
                 const int n = n0 + 8 * j + g;
-                uint32_t bhi[2], blo[2], blo2[2];
+                float bv[2];
                 for (int r = 0; r < 2; ++r) {
                     const int k = k0 + c + r * 4;
-                    split_tf32<BEXACT>(n < N && k < Kd ? B(k, n) : 0.0f, bhi[r], blo[r], blo2[r]);
+                    bv[r] = n < N && k < Kd ? B(k, n) : 0.0f;
                 }
-                if (!AEXACT) {
-                    mma_tf32(low[j], alo, bhi);
-                    mma_tf32(low[j], alo2, bhi);
+                uint32_t bhi[2], blo[2], blo2[2];
+                if (kPlain) {
+                    for (int r = 0; r < 2; ++r) bhi[r] = float_bits(bv[r]);
+                    mma_tf32_added(acc[j], ahi, bhi);
+                    continue;
                 }
-                if (!BEXACT) {
-                    mma_tf32(low[j], ahi, blo);
-                    mma_tf32(low[j], ahi, blo2);
-                }
+                const float s = quad_grid(bv[0], bv[1]);
+                for (int r = 0; r < 2; ++r) split_on_grid<BEXACT>(bv[r], s, bhi[r], blo[r], blo2[r]);
+                mma_tf32(low[j], alo, bhi);
+                if (!AEXACT) mma_tf32(low[j], alo2, bhi);
+                mma_tf32(low[j], ahi, blo);
+                if (!BEXACT) mma_tf32(low[j], ahi, blo2);
+                mma_tf32(low2[j], alo, blo);
                 mma_tf32_added(acc[j], ahi, bhi);
             }
         }
         for (int j = 0; j < NT; ++j)
             for (int r = 0; r < 4; ++r) {
                 const int m = m0 + g + (r >> 1) * 8, n = n0 + 8 * j + 2 * c + (r & 1);
-                if (m < M && n < N) out(m, n, kLow ? acc[j][r] + low[j][r] * kLowUnscale : acc[j][r]);
+                if (m < M && n < N)
+                    out(m, n, kPlain ? acc[j][r] : acc[j][r] + (low[j][r] + low2[j][r] * kLowUnscale) * kLowUnscale);
             }
     }
 }

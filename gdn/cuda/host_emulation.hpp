@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -84,15 +85,34 @@ inline uint32_t to_tf32(float x) {
     return (b + 0x1000u) & 0xFFFFE000u;
 }
 
+// The tensor core's sum d + Σ_k a_k·b_k, as an H200 forms it (bench/mma_subnormals.cu, RESULTS):
+// the products are exact; every term is aligned to the largest one's exponent E and truncated
+// toward zero to a multiple of 2^(E − 23 − kMmaExtraBits); the aligned terms are summed exactly and
+// the sum is truncated toward zero to float32. kMmaExtraBits = 2 is the one value that gives all of
+// the H200's rounding cases: with C = 1, a product −2^-25 still moves the result to 1 − 2^-24 (two
+// extra bits at least), while eight products 2^-26 are all lost (fewer than three). Rounding to
+// nearest, as this emulation first did, left the kernels inside the float32 control's error where
+// the H200 put them at 1.8–2.3 times it; truncating the final sum alone explained part of that.
+// Subnormal terms are summed as normal ones here, which the H200 does not always do (a product
+// 2^-140 added to 2^-120 is lost there); no kernel path depends on it.
+constexpr int kMmaExtraBits = 2;
+inline float tensor_core_sum(const double* terms, int n) {
+    int emax = std::numeric_limits<int>::min();
+    for (int i = 0; i < n; ++i)
+        if (terms[i] != 0.0) emax = std::max(emax, std::ilogb(terms[i]));
+    if (emax == std::numeric_limits<int>::min()) return 0.0f;
+    const double quantum = std::ldexp(1.0, emax - 23 - kMmaExtraBits);
+    double sum = 0.0;   // exact: at most 9 terms of at most 27 significant bits on one grid
+    for (int i = 0; i < n; ++i) sum += std::trunc(terms[i] / quantum) * quantum;
+    float rounded = float(sum);
+    if (double(rounded) != sum && std::abs(double(rounded)) > std::abs(sum)) rounded = std::nextafter(rounded, 0.0f);
+    return rounded;
+}
+
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for a block of one warp (HostLauncher's 32
 // threads): each lane posts its fragments, then reads the whole tiles back through the PTX
-// fragment layout (gdn_mma.cuh has the table) and adds its own four elements of A·B. The eight
-// products (exact: 11 by 11 significant bits) and the accumulator are summed in float64 and the
-// sum is truncated toward zero to float32, as NVIDIA's tensor cores are reported to round
-// (Fasi, Higham, Mikaitis and Pranesh, 2021, on V100, T4 and A100): rounding to nearest here left
-// the kernels well inside the float32 control's error where an H200 put them at 1.8–2.3 times it,
-// and truncation reproduces that (bench/RESULTS.md). bench/mma_subnormals.cu's rounding cases
-// check it on a GPU.
+// fragment layout (gdn_mma.cuh has the table) and forms its own four elements of C + A·B with
+// tensor_core_sum.
 inline uint32_t mma_a[32][4], mma_b[32][2];
 inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     if (block_dim.x != 32) std::abort();
@@ -109,15 +129,23 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
     auto B = [&](int k, int n) { return value(mma_b[n * 4 + k % 4][k / 4]); };
     for (int r = 0; r < 4; ++r) {
         const int m = int(lane / 4) + (r / 2) * 8, n = int(lane % 4) * 2 + r % 2;
-        double sum = 0.0;
-        for (int k = 0; k < 8; ++k) sum += A(m, k) * B(k, n);
-        const double exact = double(d[r]) + sum;
-        float rounded = float(exact);
-        if (double(rounded) != exact && std::abs(double(rounded)) > std::abs(exact))
-            rounded = std::nextafter(rounded, 0.0f);
-        d[r] = rounded;
+        double terms[9];
+        for (int k = 0; k < 8; ++k) terms[k] = A(m, k) * B(k, n);   // exact: 11 by 11 bits
+        terms[8] = double(d[r]);
+        d[r] = tensor_core_sum(terms, 9);
     }
     block_barrier->arrive_and_wait();
+}
+
+// __shfl_xor_sync over the block of one warp.
+inline uint32_t shfl_slots[32];
+inline uint32_t shfl_xor(uint32_t value, int mask) {
+    if (block_dim.x != 32) std::abort();
+    shfl_slots[thread_index.x] = value;
+    block_barrier->arrive_and_wait();
+    const uint32_t other = shfl_slots[thread_index.x ^ unsigned(mask)];
+    block_barrier->arrive_and_wait();
+    return other;
 }
 
 // The Launcher of gdn_launch.cuh for the host: runs each kernel through launch() with fewer
