@@ -227,6 +227,17 @@ int main() {
         {"rounding: 1 - 2^-25 (nearest: 1; toward zero: 1 - 2^-24)", 1, {-1.0f}, {p2(-25)}, {1.0f}},
         {"rounding: products only, 1 + 3 * 2^-25 (nearest: 1 + 2^-23)", 1, {1.0f, 0.75f}, {1.0f, p2(-23)}, {}},
         {"rounding: bf16, 1 + 0.75 ulp(1)", 2, {0.75f}, {p2(-23)}, {1.0f}},
+        // How many bits under float32's precision an aligned term keeps, whether the eight products
+        // are aligned together, and which way a negative term is cut (host_emulation.hpp's model:
+        // two bits, together, toward zero, gives 1 + 2^-23, 1 + 2^-23, 1, 1).
+        {"align: 1 + 4 products of 2^-25 (2 bits kept: 1 + 2^-23)", 1, std::vector<float>(4, p2(-25)),
+         std::vector<float>(4, 1.0f), {1.0f}},
+        {"align: 1 + 2^-24 at k = 0 and k = 4 (one group: 1 + 2^-23)", 1, {p2(-24), 0.0f, 0.0f, 0.0f, p2(-24)},
+         std::vector<float>(5, 1.0f), {1.0f}},
+        {"align: 1 + 2^-26 + 2^-26 + 2^-25 + 2^-24 (3 bits kept: 1 + 2^-23)", 1,
+         {p2(-26), p2(-26), p2(-25), p2(-24)}, std::vector<float>(4, 1.0f), {1.0f}},
+        {"align: 1 - 2^-26 (2 bits, toward zero: 1; toward -inf or 3 bits: 1 - 2^-24)", 1, {-p2(-26)}, {1.0f},
+         {1.0f}},
     };
     for (const Case& cs : cases) differ += run_case(cs);
     std::printf("%d of %zu checks differ from the exact result\n", differ, cases.size() + 12);
