@@ -108,7 +108,7 @@ for step in $STEPS; do
     gdn-bench)
       mkdir -p /tmp/fla-site
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla-site .whl/*.whl > "$LOG/gdn_bench.log" 2>&1
-      ( cd /tmp && PYTHONPATH=/tmp/fla-site env ${GDN_LIB:+KCV_GDN_CUDA_LIB=$GDN_LIB} timeout "$(cap 240 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
+      ( cd /tmp && PYTHONPATH=/tmp/fla-site env ${GDN_LIB:+KCV_GDN_CUDA_LIB=$GDN_LIB} timeout "$(cap "${GDN_BENCH_S:-240}" 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
           --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --shapes "${GDN_SHAPES:-all}" --fla-gated-bwd-despite-guard \
           --impls "${GDN_IMPLS:-kcv,fla}" ${GDN_PROFILE:+--profile} \
           --json "$LOG/gdn_bench.json" --results "$LOG/gdn_results.json" ) \

@@ -1,9 +1,10 @@
 """Times the kcv.gdn CUDA kernels against flash-linear-attention's Triton kernels (fla-core) at
 GDN.md's shapes, K = V = 128, bf16: forward, and forward + backward, for each member both
-implement. Timing: triton.testing.do_bench, median, warm-up discarded, gradients cleared between
-repetitions; one process, one GPU, both implementations on the same inputs. Also reports the
-largest difference between the two implementations' outputs at the first shape, relative to the
-largest output, as a cross-check.
+implement. Timing: triton.testing.do_bench, median (and the 10th and 90th percentiles of the
+repetitions, *_p10_p90 in the rows), warm-up discarded, gradients cleared between repetitions;
+one process, one GPU, both implementations on the same inputs. Also reports the largest
+difference between the two implementations' outputs at the first shape, relative to the largest
+output, as a cross-check.
 
 Each shape also checks kcv's forward and backward at that shape against the float64 oracle
 (check_fwd_bwd; --no-check skips it): relative L2 error of o, dq, dk, dv and, where the member
@@ -32,6 +33,7 @@ import importlib
 import importlib.util
 import json
 import re
+import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -171,20 +173,29 @@ def check_fwd_bwd(member: str, fn, inputs, window: int, seed: int = 1) -> dict:
     return errors
 
 
-def time_ms(fn, inputs, backward: bool) -> float:
+# do_bench's budgets in ms (it repeats a call as many times as fit): one second of repetitions, so
+# that a 100 ms forward+backward is still timed about ten times.
+REPS = {"warmup": 200, "rep": 1000}
+
+
+def time_ms(fn, inputs, backward: bool) -> tuple[float, list[float]]:
+    """(median, [10th, 90th percentile]) of do_bench's repetitions, in ms."""
     import triton
 
     if not backward:
         with torch.no_grad():
-            return triton.testing.do_bench(lambda: fn(*inputs), warmup=25, rep=100, return_mode="median")
-    leaves = [x.detach().requires_grad_(True) if x is not None else None for x in inputs]
-    do = torch.randn_like(fn(*inputs))
+            times = triton.testing.do_bench(lambda: fn(*inputs), return_mode="all", **REPS)
+    else:
+        leaves = [x.detach().requires_grad_(True) if x is not None else None for x in inputs]
+        do = torch.randn_like(fn(*inputs))
 
-    def step():
-        fn(*leaves).backward(do)
+        def step():
+            fn(*leaves).backward(do)
 
-    return triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median",
-                                   grad_to_none=[x for x in leaves if x is not None])
+        times = triton.testing.do_bench(step, return_mode="all", **REPS,
+                                        grad_to_none=[x for x in leaves if x is not None])
+    deciles = statistics.quantiles(times, n=10) if len(times) > 1 else [times[0]] * 9
+    return statistics.median(times), [deciles[0], deciles[-1]]
 
 
 def kernel_name(key: str) -> str:
@@ -265,6 +276,8 @@ def results(rows: list, device: str, date: str, versions: dict, bypassed: bool) 
         if "kcv_fwd_ms" in r and "fla_fwd_ms" in r:
             entry["fwd"] = {"baseline_ms": r["fla_fwd_ms"], "kcv_ms": r["kcv_fwd_ms"],
                             "ratio": ratio(r["fla_fwd_ms"], r["kcv_fwd_ms"])}
+        spreads = {"baseline_p10_p90": "fla_fwdbwd_p10_p90", "kcv_p10_p90": "kcv_fwdbwd_p10_p90"}
+        entry.update({key: r[src] for key, src in spreads.items() if src in r})
         entry.update({key: r[key] for key in ("rel_l2", "check_window", "check_error") if key in r})
         if "pass_fwd_bwd" not in r and "check_error" not in r:
             entry["check_error"] = "no correctness check in this run"
@@ -351,8 +364,8 @@ def run(args) -> tuple[list, str, dict, bool]:
                         a, b = ours(*inputs).float(), theirs(*inputs).float()
                     row["max_diff_vs_fla"] = ((a - b).abs().max() / b.abs().max()).item()
                 for name, fn in [(n, f) for n, f in (("kcv", ours), ("fla", theirs)) if n in impls]:
-                    row[f"{name}_fwd_ms"] = time_ms(fn, inputs, False)
-                    row[f"{name}_fwdbwd_ms"] = time_ms(fn, inputs, True)
+                    row[f"{name}_fwd_ms"], row[f"{name}_fwd_p10_p90"] = time_ms(fn, inputs, False)
+                    row[f"{name}_fwdbwd_ms"], row[f"{name}_fwdbwd_p10_p90"] = time_ms(fn, inputs, True)
                 if args.profile and "kcv" in impls:
                     row["profile_fwd"] = kernel_profile(ours, inputs, False)
                     row["profile_fwdbwd"] = kernel_profile(ours, inputs, True)
