@@ -369,4 +369,78 @@ TEST(GdnCudaEmulated, ChunkOffsetsFitTheGridSizedWithoutReadingOffsets) {
     }
 }
 
+// The emulated tensor core against what an H200 returned for the cases of
+// bench/mma_subnormals.cu (bench/RESULTS.md): C plus eight products, aligned to the largest term
+// with two more bits than float32 keeps there, each cut toward zero, the sum cut toward zero.
+TEST(TensorCoreEmulation, GivesTheH200sSumsOfTheRoundingCases) {
+    const double u = std::ldexp(1.0, -23);
+    auto p2 = [](int e) { return std::ldexp(1.0, e); };
+    struct Sum {
+        const char* name;
+        std::vector<double> terms;   // C first, then the products
+        double h200;
+    };
+    const std::vector<Sum> sums = {
+        {"1 + 0.75 ulp", {1.0, 0.75 * u}, 1.0},
+        {"-1 - 0.75 ulp", {-1.0, -0.75 * u}, -1.0},
+        {"1 + 0.25 ulp", {1.0, 0.25 * u}, 1.0},
+        {"1 + 8 products of 2^-26", {1.0, p2(-26), p2(-26), p2(-26), p2(-26), p2(-26), p2(-26), p2(-26), p2(-26)}, 1.0},
+        {"1 - 2^-25", {1.0, -p2(-25)}, 1.0 - p2(-24)},
+        {"products only, 1 + 3 * 2^-25", {0.0, 1.0, 0.75 * u}, 1.0},
+        {"1 + 4 products of 2^-25", {1.0, p2(-25), p2(-25), p2(-25), p2(-25)}, 1.0 + u},
+        {"1 + 2^-24 + 2^-24", {1.0, p2(-24), 0.0, 0.0, 0.0, p2(-24)}, 1.0 + u},
+        {"1 + 2^-26 + 2^-26 + 2^-25 + 2^-24", {1.0, p2(-26), p2(-26), p2(-25), p2(-24)}, 1.0},
+        {"1 - 2^-26", {1.0, -p2(-26)}, 1.0},
+    };
+    for (const Sum& s : sums)
+        EXPECT_EQ(cu::emulation::tensor_core_sum(s.terms.data(), int(s.terms.size())), float(s.h200)) << s.name;
+}
+
+// C (M×N) = A (M×Kd) · B (Kd×N) through block_mma, one warp.
+void tile_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
+    cu::block_mma<1, false, false>(
+        M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
+        [&](int m, int n, float acc) { C[m * N + n] = acc; });
+}
+
+// The tile sums of the high parts are exact, so the tensor core's truncation leaves no bias. A row
+// [1, 3·2^-25] times ones is 1 + 2^-23 in float32; split at each value's own exponent, the tensor
+// core's sum of the high parts 1 + 3·2^-25 is cut to 1 (the kernels before the shared grid). On
+// random positive operands over eight binades, where every cut is of one sign, the error stays
+// within one rounding per tile step and shows no bias.
+TEST(GdnCudaEmulated, TensorCoreTileSumsOfHighPartsAreExact) {
+    {
+        const int M = 16, N = 8, Kd = 8;
+        std::vector<float> A(M * Kd, 0.0f), B(Kd * N, 1.0f), C(M * N, -1.0f);
+        A[0] = 1.0f;
+        A[1] = 3.0f * std::ldexp(1.0f, -25);
+        cu::emulation::launch(tile_product, dim3(1), 32, A.data(), B.data(), C.data(), M, N, Kd);
+        for (int n = 0; n < N; ++n) EXPECT_EQ(C[n], 1.0f + std::ldexp(1.0f, -23)) << "column " << n;
+    }
+    const int M = 32, N = 16, Kd = 64;
+    std::mt19937_64 rng(4242);
+    std::uniform_real_distribution<double> mant(1.0, 2.0);
+    std::uniform_int_distribution<int> expo(-8, 0);
+    std::vector<float> A(M * Kd), B(Kd * N), C(M * N);
+    for (auto& x : A) x = float(std::ldexp(mant(rng), expo(rng)));
+    for (auto& x : B) x = float(std::ldexp(mant(rng), expo(rng)));
+    cu::emulation::launch(tile_product, dim3(1), 32, A.data(), B.data(), C.data(), M, N, Kd);
+    double worst = 0.0, bias = 0.0;
+    for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+            double exact = 0.0, scale = 0.0;
+            for (int k = 0; k < Kd; ++k) {
+                exact += double(A[m * Kd + k]) * double(B[k * N + n]);
+                scale += std::abs(double(A[m * Kd + k]) * double(B[k * N + n]));
+            }
+            const double rel = (double(C[m * N + n]) - exact) / scale;
+            worst = std::max(worst, std::abs(rel));
+            bias += rel / (M * N);
+        }
+    const double u = std::ldexp(1.0, -24);
+    EXPECT_LE(worst, (Kd / 8 + 1) * u) << "largest error over sum |a||b|";
+    EXPECT_LE(std::abs(bias), u / 4) << "mean signed error over sum |a||b|";
+    std::printf("  block_mma, positive operands over eight binades: worst %.3g u, mean %.3g u\n", worst / u, bias / u);
+}
+
 }  // namespace
