@@ -5,12 +5,13 @@
 // what the GPU returned, and whether the two are equal. The recurrence kernels' bf16 backward
 // fails EXC-02 the way a flush to zero would; this says which primitive flushes, if any.
 //
-// The last cases ask how mma.sync rounds its sum of the accumulator and the products: an exact
-// sum 0.75 ulp past a float32 value becomes the next value when rounded to nearest and stays put
-// when truncated toward zero; products each below half an ulp of the accumulator reach it only if
-// they are summed before they are aligned to it. Host emulation of the recurrence kernels with a
-// truncating accumulation reproduces their ORD-03 ratios on an H200 where rounding to nearest
-// does not (bench/RESULTS.md); these cases say which the hardware does.
+// The last cases ask how mma.sync adds the accumulator and the products: an exact sum 0.75 ulp
+// past a float32 value becomes the next value when rounded to nearest and stays put when truncated
+// toward zero; a product below an ulp of the largest term reaches the sum only if the alignment
+// keeps bits under float32's precision; terms at k = 0 and k = 4 meet before rounding only if the
+// eight products are aligned together. On an H200 (bench/RESULTS.md) every term is aligned to the
+// largest and cut toward zero two bits under float32's precision, all eight products together,
+// and the sum is cut toward zero: the model of gdn/cuda/host_emulation.hpp.
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a bench/mma_subnormals.cu -o mma_subnormals
 //   ./mma_subnormals

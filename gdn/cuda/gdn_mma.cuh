@@ -4,9 +4,9 @@
 //
 // Splitting. Within one m16n8k8 product, row m of A is split on a grid common to its eight
 // values: with 2^E ≤ max_k |A(m, k)| < 2^(E+1), hi = A(m, k) rounded to a multiple of
-// q = 2^(E − 9), so that hi/q is an integer of at most 10 bits and sign (exact in TF32), and
+// q = 2^(E − 9), so that hi/q is an integer of magnitude at most 2^10 (exact in TF32), and
 // r = A(m, k) − hi, |r| ≤ q/2, exactly. Column n of B likewise. Then every product hi_a·hi_b is an
-// integer multiple of q_a·q_b of at most 20 bits, and a sum of eight of them has at most 23: the
+// integer multiple of q_a·q_b of magnitude at most 2^20, and a sum of eight of them at most 2^23: the
 // tensor core forms hi_a·hi_b's tile sum exactly whatever it does when it aligns and truncates its
 // terms (below). The remainders are split into TF32 parts, r = 2^-13·(lo + lo2) with lo = tf32(r·2^13)
 // and lo2 = tf32(r·2^13 − lo) (lo2 = 0 for a 16-bit input, whose remainder is exact in TF32), and
@@ -23,7 +23,7 @@
 // EXC-02 caught a flush to zero in all but name in the backward (every gradient of a subnormal q
 // lives at that scale). The remainders' products are summed in accumulators of their own, scaled
 // back by 2^-13 and 2^-26 and added to the high one once, after the last k. The scalings are exact
-// (powers of two) unless |a| ≥ 2^113, where the grid's rounding constant would overflow; values
+// (powers of two) unless |a| ≥ 2^114, where the grid's rounding constant would overflow; values
 // that large overflow the recurrence's float32 state anyway.
 //
 // Accumulation: an mma aligns its terms (the products and the accumulator) to the largest one's

@@ -200,7 +200,7 @@ int check_block_mma() {
             }
         if (wrong) {
             std::printf("FAIL block_mma %s on small integers: %d of %d elements wrong, first (%d, %d) = %g, expected %g\n",
-                        exact ? "exact" : "3xTF32", wrong, M * N, first / N, first % N, c[first],
+                        exact ? "exact" : "split", wrong, M * N, first / N, first % N, c[first],
                         reference(first / N, first % N, false));
             ++failed;
         } else {
