@@ -67,12 +67,17 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+// A warp's values exchanged between lanes lane and lane ^ mask.
+__device__ __forceinline__ uint32_t shfl_xor(uint32_t v, int mask) { return __shfl_xor_sync(0xFFFFFFFFu, v, mask); }
 #else
 inline uint32_t to_tf32(float x) { return emulation::to_tf32(x); }
 inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) { emulation::mma_tf32(d, a, b); }
+inline uint32_t shfl_xor(uint32_t v, int mask) { return emulation::shfl_xor(v, mask); }
 #endif
 
-__device__ __forceinline__ float tf32_value(uint32_t bits) {
+// A float32 value's bits, and back (TF32 operands travel as float32 bit patterns).
+__device__ __forceinline__ float bits_float(uint32_t bits) {
 #if defined(KCV_GDN_HOST_EMULATION)
     float f;
     std::memcpy(&f, &bits, 4);
@@ -82,26 +87,18 @@ __device__ __forceinline__ float tf32_value(uint32_t bits) {
 #endif
 }
 
+__device__ __forceinline__ uint32_t float_bits(float f) {
+#if defined(KCV_GDN_HOST_EMULATION)
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return bits;
+#else
+    return __float_as_uint(f);
+#endif
+}
+
 // The remainders' scale: 2^13 lifts float32's subnormal step 2^-149 to TF32's 2^-136.
 constexpr float kLowScale = 0x1p13f, kLowUnscale = 0x1p-13f;
-
-#if !defined(KCV_GDN_HOST_EMULATION)
-__device__ __forceinline__ uint32_t shfl_xor(uint32_t v, int mask) { return __shfl_xor_sync(0xFFFFFFFFu, v, mask); }
-__device__ __forceinline__ float bits_float(uint32_t b) { return __uint_as_float(b); }
-__device__ __forceinline__ uint32_t float_bits(float f) { return __float_as_uint(f); }
-#else
-inline uint32_t shfl_xor(uint32_t v, int mask) { return emulation::shfl_xor(v, mask); }
-inline float bits_float(uint32_t b) {
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-}
-inline uint32_t float_bits(float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return b;
-}
-#endif
 
 // The rounding constant of the grid shared by the four lanes of a quad (lane % 4 = 0…3, which
 // hold one row of an A tile or one column of a B tile): 1.5·2^(E + 14) for the largest |x0|, |x1|
@@ -128,7 +125,7 @@ __device__ __forceinline__ void split_on_grid(float x, float s, uint32_t& hi, ui
         return;
     }
     lo = to_tf32(r);
-    lo2 = to_tf32(r - tf32_value(lo));
+    lo2 = to_tf32(r - bits_float(lo));
 }
 
 // acc += a·b for one 16×8×8 tile, the tile's sum formed in a zeroed fragment and added to acc in
