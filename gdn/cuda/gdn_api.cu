@@ -47,6 +47,7 @@ std::string check(const kcv_gdn_params& p, bool backward) {
 // the default 48 KiB, and checks every launch.
 struct DeviceLauncher {
     cudaStream_t stream;
+    int sms;
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
@@ -69,9 +70,20 @@ bool reference_kernels() {
     return v != nullptr && std::string(v) == "1";
 }
 
+// The current device's SM count.
+int device_sms() {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        return 0;
+    return sms;
+}
+
 template <class TI>
 int dispatch(const kcv_gdn_params& p, cudaStream_t s, bool backward) {
-    DeviceLauncher launch{s};
+    const int sms = device_sms();
+    if (sms == 0) return fail("no CUDA device");
+    DeviceLauncher launch{s, sms};
     int status;
     if constexpr (sizeof(TI) == 2)
         status = reference_kernels() ? launch_member<TI, 1>(launch, p, backward) : launch_member<TI, 2>(launch, p, backward);

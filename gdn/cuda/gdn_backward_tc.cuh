@@ -26,7 +26,7 @@
 namespace kcv::gdn::cuda {
 
 // The reverse state scan of version 1 with its products on tensor cores, per chunk step (dS the
-// gradient of the state after the chunk, a 16-column slice):
+// gradient of the state after the chunk, a slice of COLS value columns as in state_scan_tc):
 //   dΔ = (K ⊙ e^{γ_C−γ}) dS + (scale·tril(P))ᵀ dO     one product over K + C concatenated columns,
 //   Tᵀ dΔ                                              (delta members),
 //   dS ← Λ_C dS + Σ_t (scale·q_t e^{γ_t/2})(dO_t e^{γ_t/2})ᵀ − Σ_t (b_t e^{γ_t/2})((Tᵀ dΔ)_t e^{γ_t/2})ᵀ
@@ -35,27 +35,28 @@ namespace kcv::gdn::cuda {
 // per-channel gate's factor e^{γ_ti} depends on the channel too and cannot be split between the
 // operands; that update stays version 1's scalar loop. Tiles are padded so that each fragment
 // load falls into distinct banks.
-template <int GATE, bool DELTA, class TI>
+template <int GATE, bool DELTA, class TI, int COLS>
 __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace w, BackwardArgs a) {
-    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+    constexpr int ld = scan_ld<COLS>, NT = scan_nt<COLS>;
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
-    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
     const int ldk = K + 4, ldq = K + 8, ldp = kChunk + 8;
     const float scale = d.scale;
     float* const smem = shared_floats();
-    float* dS_s = smem;                          // K×16, stride kScanLd
-    float* kt_s = dS_s + K * kScanLd;            // C×K  K ⊙ e^{γ_C − γ}, stride K + 4
+    float* dS_s = smem;                          // K×COLS, stride ld
+    float* kt_s = dS_s + K * ld;                 // C×K  K ⊙ e^{γ_C − γ}, stride K + 4
     float* q_s = kt_s + kChunk * ldk;            // C×K, stride K + 8
     float* bk_s = q_s + kChunk * ldq;            // C×K  β ⊙ K (delta), stride K + 8
     float* half_s = bk_s + kChunk * ldq;         // C×GK e^{γ_t / 2}
     float* P_s = half_s + kChunk * GK;           // C×C, stride C + 8
     float* T_s = P_s + kChunk * ldp;             // C×C  (delta), stride C + 8
-    float* dO_s = T_s + kChunk * ldp;            // C×16, stride kScanLd
-    float* dD_s = dO_s + kChunk * kScanLd;       // C×16
-    float* TdD_s = dD_s + kChunk * kScanLd;      // C×16 Tᵀ dΔ (delta)
-    float* dec_s = TdD_s + kChunk * kScanLd;     // K    e^{γ_C / 2}
+    float* dO_s = T_s + kChunk * ldp;            // C×COLS, stride ld
+    float* dD_s = dO_s + kChunk * ld;            // C×COLS
+    float* TdD_s = dD_s + kChunk * ld;           // C×COLS Tᵀ dΔ (delta)
+    float* dec_s = TdD_s + kChunk * ld;          // K    e^{γ_C / 2}
     const SequenceExtent seq = sequence_extent(d, n);
-    const StateSlice dS{dS_s, kScanLd, K, V, v0, VS, d.HV, hv};
+    const StateSlice dS{dS_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     dS.load(a.dht, n);
     const TI* q = static_cast<const TI*>(a.fwd.q);
     const TI* k = static_cast<const TI*>(a.fwd.k);
@@ -103,61 +104,61 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
                 if (DELTA) T_s[t * ldp + s] = tv[u];
             }
         }
-        for (int e = tid; e < kChunk * kScanCols; e += nt) {
-            const int t = e / kScanCols, col = e % kScanCols;
-            dO_s[t * kScanLd + col] =
+        for (int e = tid; e < kChunk * COLS; e += nt) {
+            const int t = e / COLS, col = e % COLS;
+            dO_s[t * ld + col] =
                 (t < L && col < VS) ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
         }
         half_chunk_decay<GATE>(st, K, dec_s);
         __syncthreads();
         // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
         // against dO_s.
-        block_mma<1, false, false>(
+        block_mma<NT, false, false>(
             L, VS, K + kChunk,
             [&](int t, int x) {
                 if (x < K) return kt_s[t * ldk + x];
                 const int s = x - K;
                 return s >= t && s < L ? scale * P_s[s * ldp + t] : 0.0f;
             },
-            [&](int x, int col) { return x < K ? dS_s[x * kScanLd + col] : dO_s[(x - K) * kScanLd + col]; },
+            [&](int x, int col) { return x < K ? dS_s[x * ld + col] : dO_s[(x - K) * ld + col]; },
             [&](int t, int col, float acc) {
-                dD_s[t * kScanLd + col] = acc;
+                dD_s[t * ld + col] = acc;
                 w.ddelta[(sh * kChunk + t) * V + v0 + col] = acc;
             });
         __syncthreads();
         if (DELTA) {
-            block_mma<1, false, false>(
+            block_mma<NT, false, false>(
                 L, VS, L, [&](int t, int s) { return s >= t ? T_s[s * ldp + t] : 0.0f; },
-                [&](int s, int col) { return dD_s[s * kScanLd + col]; },
-                [&](int t, int col, float acc) { TdD_s[t * kScanLd + col] = acc; });
+                [&](int s, int col) { return dD_s[s * ld + col]; },
+                [&](int t, int col, float acc) { TdD_s[t * ld + col] = acc; });
             __syncthreads();
         }
         if constexpr (GATE != 2) {
             // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
             // against Tᵀ dΔ e^{γ/2}.
-            block_mma<1, false, false>(
+            block_mma<NT, false, false>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
                     return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_s[(x - L) * ldq + i] * half_s[x - L];
                 },
                 [&](int x, int col) {
-                    return x < L ? dO_s[x * kScanLd + col] * half_s[x] : TdD_s[(x - L) * kScanLd + col] * half_s[x - L];
+                    return x < L ? dO_s[x * ld + col] * half_s[x] : TdD_s[(x - L) * ld + col] * half_s[x - L];
                 },
                 [&](int i, int col, float acc) {
-                    dS_s[i * kScanLd + col] = decayed(dS_s[i * kScanLd + col], dec_s[i]) + acc;
+                    dS_s[i * ld + col] = decayed(dS_s[i * ld + col], dec_s[i]) + acc;
                 });
         } else {
             for (int e = tid; e < K * VS; e += nt) {
                 const int i = e / VS, col = e % VS;
                 float from_o = 0.0f, from_w = 0.0f;
                 for (int t = 0; t < L; ++t)
-                    from_o += decayed(q_s[t * ldq + i] * dO_s[t * kScanLd + col], half_s[t * GK + i]);
+                    from_o += decayed(q_s[t * ldq + i] * dO_s[t * ld + col], half_s[t * GK + i]);
                 if (DELTA)
                     for (int t = 0; t < L; ++t)
-                        from_w += decayed(bk_s[t * ldq + i] * TdD_s[t * kScanLd + col], half_s[t * GK + i]);
-                float s = decayed(dS_s[i * kScanLd + col], dec_s[i]) + scale * from_o;
+                        from_w += decayed(bk_s[t * ldq + i] * TdD_s[t * ld + col], half_s[t * GK + i]);
+                float s = decayed(dS_s[i * ld + col], dec_s[i]) + scale * from_o;
                 if (DELTA) s -= from_w;
-                dS_s[i * kScanLd + col] = s;
+                dS_s[i * ld + col] = s;
             }
         }
         __syncthreads();
@@ -165,10 +166,11 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
     if (a.dh0) dS.store(a.dh0, n);
 }
 
-inline size_t reverse_scan_tc_smem_bytes(int K, int gate) {
+inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols) {
     const int GK = gate == 2 ? K : 1;
-    return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (3 * K + 20) + size_t(kChunk) * GK +
-                            2 * kChunk * (kChunk + 8) + 3 * kChunk * kScanLd + K);
+    const size_t ld = size_t(cols) + 8;
+    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (3 * K + 20) + size_t(kChunk) * GK +
+                            2 * kChunk * (kChunk + 8) + 3 * kChunk * ld + K);
 }
 
 template <int GATE, bool DELTA, class TI>

@@ -17,6 +17,7 @@
 #endif
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "gdn_cuda.h"
@@ -26,8 +27,9 @@ namespace kcv::gdn::cuda {
 constexpr int kChunk = 64;      // C
 constexpr int kSub = 16;        // sub-chunk of the per-channel anchoring
 constexpr int kMaxDim = 128;    // K, V limit of the shared-memory tiles
-constexpr int kScanCols = 16;   // value columns per block of the state scans
+constexpr int kScanCols = 16;   // value columns per block of version 1's state scans
 constexpr int kThreads = 256;
+constexpr size_t kMaxSmemBytes = 227 * 1024;   // dynamic shared memory a Hopper block may have
 
 // The block's dynamic shared memory, as float32.
 #if defined(KCV_GDN_HOST_EMULATION)
@@ -227,19 +229,20 @@ __device__ __forceinline__ ScanStep scan_step(const SequenceExtent& seq, int jc,
 }
 
 // The state slice a scan block carries: value columns [v0, v0 + VS) of value head hv's K×V
-// state, held in shared memory as K×16 with row stride ld. load and store address a
+// state, held in shared memory as K×cols (cols ≥ VS) with row stride ld. load and store address a
 // [rows][HV][K][V] float32 array at row r (a sequence, or a workspace slot).
 struct StateSlice {
     float* s;
     int ld, K, V, v0, VS, HV, hv;
+    int cols = kScanCols;
 
     // From src (zero where src is null and in the columns past VS), then a barrier.
     __device__ __forceinline__ void load(const float* src, int r) const {
         const int tid = threadIdx.x, nt = blockDim.x;
-        for (int e = tid; e < K * kScanCols; e += nt) {
-            const int i = e / kScanCols, col = e % kScanCols;
-            // Unpadded rows (ld = 16) are written at e itself, the same element.
-            s[ld == kScanCols ? e : i * ld + col] =
+        for (int e = tid; e < K * cols; e += nt) {
+            const int i = e / cols, col = e % cols;
+            // Unpadded rows (ld = cols) are written at e itself, the same element.
+            s[ld == cols ? e : i * ld + col] =
                 (src && col < VS) ? src[((size_t(r) * HV + hv) * K + i) * V + v0 + col] : 0.0f;
         }
         __syncthreads();

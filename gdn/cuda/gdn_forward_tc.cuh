@@ -149,26 +149,35 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
 }
 
 // The state scan of version 1 with both products of a chunk step on tensor cores:
-// Δ = U − W S (16-column slice) and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ, the decay of the carried
-// state applied by halves as there. Tiles are padded (row strides K + 4, K + 8, 24) so that the
-// fragment loads of each product fall into distinct shared-memory banks.
-constexpr int kScanLd = 24;
+// Δ = U − W S (a slice of COLS value columns) and S ← Λ_C S + (K ⊙ e^{γ_C − γ})ᵀ Δ, the decay of
+// the carried state applied by halves as there. A chunk step's loads (K ⊙ e^{γ_C − γ}, W) do not
+// depend on the slice, so a wider slice spends them on more columns; every column's sums are the
+// same whatever the width (scan_columns picks it from the grid alone). Tiles are padded (row
+// strides K + 4, K + 8, COLS + 8) so that the fragment loads of each product fall into distinct
+// shared-memory banks.
+template <int COLS>
+constexpr int scan_ld = COLS + 8;
+// Output tiles 16 × 8·NT per warp: wider for wider slices, so that one split of a fragment of W
+// or K̃ serves more columns.
+template <int COLS>
+constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
 constexpr int kScanBatch = 8;
 
-template <int GATE, bool DELTA, class TI>
-__global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
-    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * kScanCols, h = hv / d.group;
+template <int GATE, bool DELTA, class TI, int COLS>
+__global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
+    constexpr int ld = scan_ld<COLS>, NT = scan_nt<COLS>;
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
-    const int VS = min(kScanCols, V - v0), GK = GATE == 2 ? K : 1;
+    const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
     const int ldw = K + 4, ldk = K + 8;
     float* const smem = shared_floats();
-    float* S_s = smem;                       // K×16, stride kScanLd
-    float* W_s = S_s + K * kScanLd;          // C×K, stride K + 4
+    float* S_s = smem;                       // K×COLS, stride ld
+    float* W_s = S_s + K * ld;               // C×K, stride K + 4
     float* kt_s = W_s + kChunk * ldw;        // C×K, stride K + 8
-    float* D_s = kt_s + kChunk * ldk;        // C×16, stride kScanLd
-    float* dec_s = D_s + kChunk * kScanLd;   // K: e^{γ_C / 2}
+    float* D_s = kt_s + kChunk * ldk;        // C×COLS, stride ld
+    float* dec_s = D_s + kChunk * ld;        // K: e^{γ_C / 2}
     const SequenceExtent seq = sequence_extent(d, n);
-    const StateSlice S{S_s, kScanLd, K, V, v0, VS, d.HV, hv};
+    const StateSlice S{S_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     S.load(a.h0, n);
     const TI* k = static_cast<const TI*>(a.k);
     const TI* v = static_cast<const TI*>(a.v);
@@ -199,36 +208,37 @@ __global__ void __launch_bounds__(kThreads, 2) state_scan_tc(Dims d, Workspace w
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         if (DELTA) {
-            block_mma<1, false, false>(
+            block_mma<NT, false, false>(
                 L, VS, K, [&](int t, int i) { return W_s[t * ldw + i]; },
-                [&](int i, int col) { return S_s[i * kScanLd + col]; },
+                [&](int i, int col) { return S_s[i * ld + col]; },
                 [&](int t, int col, float acc) {
                     const float out = w.U[(sh * kChunk + t) * V + v0 + col] - acc;
-                    D_s[t * kScanLd + col] = out;
+                    D_s[t * ld + col] = out;
                     w.delta[(sh * kChunk + t) * V + v0 + col] = out;
                 });
         } else {
             for (int e = tid; e < L * VS; e += nt) {
                 const int t = e / VS, col = e % VS;
                 const float out = to_float(v[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]);
-                D_s[t * kScanLd + col] = out;
+                D_s[t * ld + col] = out;
                 w.delta[(sh * kChunk + t) * V + v0 + col] = out;
             }
         }
         __syncthreads();
-        block_mma<1, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>>(
+        block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>>(
             K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
-            [&](int t, int col) { return D_s[t * kScanLd + col]; },
+            [&](int t, int col) { return D_s[t * ld + col]; },
             [&](int i, int col, float acc) {
-                S_s[i * kScanLd + col] = decayed(S_s[i * kScanLd + col], dec_s[i]) + acc;
+                S_s[i * ld + col] = decayed(S_s[i * ld + col], dec_s[i]) + acc;
             });
         __syncthreads();
     }
     if (a.ht) S.store(a.ht, n);
 }
 
-inline size_t scan_tc_smem_bytes(int K) {
-    return sizeof(float) * (size_t(K) * kScanLd + size_t(kChunk) * (2 * K + 12) + kChunk * kScanLd + K);
+inline size_t scan_tc_smem_bytes(int K, int cols) {
+    const size_t ld = size_t(cols) + 8;
+    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (2 * K + 12) + kChunk * ld + K);
 }
 
 // O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ], both operands staged in shared memory first: S₀ and Δ are

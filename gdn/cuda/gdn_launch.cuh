@@ -1,7 +1,8 @@
 // The launch sequences of the forward and the backward, written once over a Launcher so that
 // the same sequence drives the GPU (gdn_api.cu) and the host emulation of the kernels
 // (host_emulation.hpp, tests/cpp/test_gdn_cuda_emulated.cpp). A Launcher is called as
-// launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code.
+// launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code; its
+// member sms is the SM count the grids are sized for.
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
 // tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh for every step but the
 // chunk offsets and the group sum. Both versions share the workspace and every launch shape.
@@ -31,6 +32,32 @@ inline Dims make_dims(const kcv_gdn_params& p) {
     return d;
 }
 
+// The value columns per block of the version 2 scans, from the grid alone. A chunk step's loads
+// do not depend on the columns, so a wider slice spends them on more columns (fewer instructions
+// in all), but a grid of fewer blocks may leave SMs idle: the widest of 128, 64 and 32 that V
+// needs, whose shared memory fits, and whose grid still has blocks for 0.7 of the SMs; else 16.
+// No column's sums depend on the width, so the results are the same bits at every width.
+template <class Smem>
+int scan_columns(const Dims& d, int sms, Smem smem_bytes) {
+    for (int cols : {128, 64, 32}) {
+        if (cols / 2 >= d.V || smem_bytes(cols) > kMaxSmemBytes) continue;
+        const long long blocks = static_cast<long long>(d.N) * d.HV * ((d.V + cols - 1) / cols);
+        if (10 * blocks >= 7LL * sms) return cols;
+    }
+    return 16;
+}
+
+// f.template operator()<COLS>() for the column width cols (16, 32, 64 or 128).
+template <class F>
+int with_columns(int cols, F&& f) {
+    switch (cols) {
+        case 128: return f.template operator()<128>();
+        case 64: return f.template operator()<64>();
+        case 32: return f.template operator()<32>();
+    }
+    return f.template operator()<16>();
+}
+
 // The chunk preparation and the state scan, shared by the forward and the backward.
 template <int GATE, bool DELTA, class TI, int VERSION, class Launcher>
 int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspace& w, const ForwardArgs& fa) {
@@ -45,11 +72,17 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
     } else {
         if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, smem, "prepare_chunks", d, w, fa)) return 1;
     }
-    const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
-    if constexpr (VERSION == 2)
-        return launch(state_scan_tc<GATE, DELTA, TI>, slices, scan_tc_smem_bytes(d.K), "state_scan_tc", d, w, fa);
-    else
+    if constexpr (VERSION == 2) {
+        const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c); });
+        return with_columns(cols, [&]<int COLS>() {
+            const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
+            return launch(state_scan_tc<GATE, DELTA, TI, COLS>, slices, scan_tc_smem_bytes(d.K, COLS), "state_scan_tc", d,
+                          w, fa);
+        });
+    } else {
+        const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
         return launch(state_scan<GATE, DELTA, TI>, slices, scan_smem_bytes(d.K), "state_scan", d, w, fa);
+    }
 }
 
 template <int GATE, bool DELTA, class TI, int VERSION, class Launcher>
@@ -75,12 +108,16 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, nullptr, nullptr};
     if (prepare_and_scan<GATE, DELTA, TI, VERSION>(launch, p, d, w, fa)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
-    const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
     if constexpr (VERSION == 2) {
-        if (launch(reverse_scan_tc<GATE, DELTA, TI>, slices, reverse_scan_tc_smem_bytes(d.K, GATE), "reverse_scan_tc",
-                   d, w, ba))
-            return 1;
+        const int cols = scan_columns(d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c); });
+        const int rc = with_columns(cols, [&]<int COLS>() {
+            const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
+            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS>, slices, reverse_scan_tc_smem_bytes(d.K, GATE, COLS),
+                          "reverse_scan_tc", d, w, ba);
+        });
+        if (rc) return 1;
     } else {
+        const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
         if (launch(reverse_scan<GATE, DELTA, TI>, slices, reverse_scan_smem_bytes(d.K, GATE), "reverse_scan", d, w, ba))
             return 1;
     }

@@ -153,6 +153,7 @@ inline uint32_t shfl_xor(uint32_t value, int mask) {
 // with fewer host threads per block); refuses a block needing more shared memory than Hopper has.
 struct HostLauncher {
     unsigned threads = 32;
+    int sms = 132;   // the SM count the grids are sized for (an H200's)
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char*, Args... args) {

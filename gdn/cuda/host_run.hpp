@@ -40,8 +40,9 @@ struct RunInputs {
 };
 
 // Forward then backward with the kernels of `version` (1 or 2) into `out`, on a workspace that
-// starts as NaN; the first nonzero status of the two launch sequences, else 0.
-inline int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out) {
+// starts as NaN, the grids sized for `sms` SMs; the first nonzero status of the two launch
+// sequences, else 0.
+inline int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132) {
     const Shape& s = p.shape;
     kcv_gdn_params kp{};
     kp.gate = static_cast<int32_t>(p.member.gate);
@@ -61,6 +62,7 @@ inline int run_member(const Problem& p, const RunInputs& in, int version, RunOut
     kp.workspace = ws.data();
     kp.workspace_bytes = ws.size() * sizeof(float);
     HostLauncher launch;
+    launch.sms = sms;
     for (bool backward : {false, true}) {
         const int rc = version == 2 ? launch_member<float, 2>(launch, kp, backward)
                                     : launch_member<float, 1>(launch, kp, backward);

@@ -24,6 +24,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../cuda/gdn_cuda.h"
@@ -345,9 +346,14 @@ bool run_case(const Case& c, uint32_t seed) {
         line += buf;
         ok &= x <= 1.0;
     }
+    // A digest of every output's bytes: two builds of the library that should give the same bits
+    // (bench/audit_device_run.sh, step gdn-check with GDN_LIB) print the same digests.
+    size_t digest = 0;
+    for (const auto& b : first)
+        digest = digest * 1000003u ^ std::hash<std::string_view>{}({reinterpret_cast<const char*>(b.data()), b.size()});
     const char* version = dt == 0 || reference_kernels() ? "v1" : "v2";
-    std::printf("%s %-30s %-4s %s det=bitwise %s\n", ok ? "ok  " : "FAIL", c.name.c_str(), dtype_name(dt), version,
-                line.c_str());
+    std::printf("%s %-30s %-4s %s det=bitwise %s digest=%016zx\n", ok ? "ok  " : "FAIL", c.name.c_str(),
+                dtype_name(dt), version, line.c_str(), digest);
     return ok;
 }
 
@@ -441,6 +447,8 @@ int main(int argc, char** argv) {
             cases.push_back({n + "/B2T130H2HV4K128", m, dt, kcv::gdn::Shape{2, 130, 2, 4, 128, 128, {}}});
         }
         cases.push_back({n + "/varlen-K128", m, 1, kcv::gdn::Shape{1, 400, 1, 2, 128, 128, {0, 1, 63, 64, 65, 129, 400}}});
+        // Enough heads that the scans take wide column slices on an H200 (gdn_launch.cuh).
+        cases.push_back({n + "/B4T130H8HV32", m, 1, kcv::gdn::Shape{4, 130, 8, 32, 128, 128, {}}});
         // Many short sequences, two empty, in float32 so the ratios show the kernels' own error.
         cases.push_back({n + "/varlen-many-short", m, 0,
                          kcv::gdn::Shape{1, 130, 2, 4, 64, 64, {0, 2, 2, 3, 8, 11, 19, 20, 21, 28, 32, 38, 40, 49, 50,

@@ -73,12 +73,12 @@ using Outputs = cu::emulation::RunOutputs;
 // kernels of `version` (1 the reference kernels, 2 the tensor-core ones, their mma.sync emulated
 // from the PTX fragment layout). Outputs and workspace start as NaN, so an element the kernels
 // never write cannot pass a comparison.
-Outputs run_kernels(const Case& c, const Inputs& in, int version = 1) {
+Outputs run_kernels(const Case& c, const Inputs& in, int version = 1, int sms = 132) {
     const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
     Outputs out(p);
     const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
                                       c.h0 ? in.h0.data() : nullptr, in.d_o.data(), c.dht ? in.dht.data() : nullptr};
-    EXPECT_EQ(cu::emulation::run_member(p, ri, version, out), 0) << c.name << ": a launch sequence failed";
+    EXPECT_EQ(cu::emulation::run_member(p, ri, version, out, sms), 0) << c.name << ": a launch sequence failed";
     return out;
 }
 
@@ -255,6 +255,56 @@ TEST(GdnCudaEmulated, TensorCoreKernelsKeepSubnormalScaleOperands) {
             const Case c{n + "/v" + std::to_string(version) + "/subnormal-q", m, Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}},
                          false, false, -1.0, 0.0, 0x1p-130};
             run_case(c, ++seed, version, kSubnormalSteps);
+        }
+    }
+}
+
+// The tensor-core scans take a slice of 16 to 128 value columns per block, chosen from the grid
+// and the SM count (scan_columns). No column's sums depend on the width, so every output must be
+// the same bits at every width: run each member at the widths that three SM counts pick (checked
+// first, so that the test cannot pass by always taking one width) and compare bit for bit.
+TEST(GdnCudaEmulated, ScanColumnWidthsGiveTheSameBits) {
+    struct Layout {
+        Shape shape;
+        std::vector<std::pair<int, int>> sms_cols;   // SM count, the width it must pick
+    };
+    const std::vector<Layout> layouts = {
+        {Shape{1, 70, 1, 2, 8, 40, {}}, {{1 << 20, 16}, {4, 32}, {1, 64}}},
+        {varlen_shape({66, 1, 20}, 1, 1, 8, 72), {{1 << 20, 16}, {1, 128}}},
+    };
+    uint32_t seed = 1300;
+    for (const Layout& lay : layouts) {
+        kcv_gdn_params kp{};
+        kp.B = lay.shape.B; kp.T = lay.shape.T; kp.H = lay.shape.H; kp.HV = lay.shape.HV;
+        kp.K = lay.shape.K; kp.V = lay.shape.V; kp.N = lay.shape.sequences();
+        kp.cu_seqlens = lay.shape.cu_seqlens.empty() ? nullptr : lay.shape.cu_seqlens.data();
+        const cu::Dims d = cu::make_dims(kp);
+        for (auto [sms, cols] : lay.sms_cols) {
+            EXPECT_EQ(cu::scan_columns(d, sms, [&](int c) { return cu::scan_tc_smem_bytes(d.K, c); }), cols) << sms;
+            EXPECT_EQ(cu::scan_columns(d, sms, [&](int c) { return cu::reverse_scan_tc_smem_bytes(d.K, 2, c); }), cols)
+                << sms;
+        }
+        for (Member m : kcv::gdn::all_members()) {
+            const Case c{std::string(kcv::gdn::member_name(m)) + "/V" + std::to_string(lay.shape.V), m, lay.shape};
+            const Inputs in = draw(c, ++seed);
+            const Outputs first = run_kernels(c, in, 2, lay.sms_cols.front().first);
+            for (size_t w = 1; w < lay.sms_cols.size(); ++w) {
+                const Outputs other = run_kernels(c, in, 2, lay.sms_cols[w].first);
+                const std::vector<std::pair<const char*, const std::vector<float>*>> pairs = {
+                    {"o", &other.o}, {"ht", &other.ht}, {"dq", &other.dq}, {"dk", &other.dk}, {"dv", &other.dv},
+                    {"dg", &other.dg}, {"dbeta", &other.dbeta}, {"dh0", &other.dh0}};
+                const std::vector<const std::vector<float>*> ref = {&first.o,  &first.ht, &first.dq, &first.dk,
+                                                                    &first.dv, &first.dg, &first.dbeta, &first.dh0};
+                for (size_t i = 0; i < pairs.size(); ++i) {
+                    ASSERT_EQ(pairs[i].second->size(), ref[i]->size());
+                    EXPECT_EQ(std::memcmp(pairs[i].second->data(), ref[i]->data(), ref[i]->size() * sizeof(float)), 0)
+                        << c.name << ": " << pairs[i].first << " differs between " << lay.sms_cols.front().second
+                        << " and " << lay.sms_cols[w].second << " columns";
+                }
+            }
+            // And the first width's run agrees with the oracle.
+            const Ratios r = against_oracle(c, in, first);
+            for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << c.name << " " << n << ": " << r.str();
         }
     }
 }
