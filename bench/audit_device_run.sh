@@ -24,6 +24,12 @@
 #              the CPU controls run beside each GPU candidate); the records in $LOG/gdn_gates/, a table
 #              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step,
 #              GDN_CONTRACTS (an extended regular expression) picks contracts by file name
+#   gdn-check  gdn/tests/check_gdn_cuda.cu and the kernels' library, built from the tree (not the
+#              package): every case against the float64 oracle, bitwise determinism; with GDN_LIB
+#              the same cases through that build too, and which outputs' digests differ
+#   gdn-ncu    Nsight Compute on the check program's one forward and backward (GDN, B4 T4096 H32):
+#              per kernel, speed of light, issue and stall statistics, hottest source lines
+#   gdn-train  examples/train_gdn.py through the installed package (GDN_TRAIN_STEPS, default 500)
 #   mma-subnormals  bench/mma_subnormals.cu: what cvt.rna.tf32, mma.sync (TF32, bf16) and float32
 #              arithmetic do with subnormal operands and results on this GPU
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
@@ -50,6 +56,27 @@ DEADLINE=${DEADLINE:-100000}
 cap() { local left=$((DEADLINE - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 5)) || echo "$1"; }
 mkdir -p .corpora/journals
 export PYTHONUNBUFFERED=1
+# The kernels' library (the package's flags, with line information) and the check program, built
+# once per call into $GDN_BUILD; the ptxas report (registers, spills) in $LOG/gdn_build.log.
+GDN_BUILD=/tmp/kcv-gdn-check
+gdn_check_build() {
+  [ -x "$GDN_BUILD/check_gdn_cuda" ] && return 0
+  mkdir -p "$GDN_BUILD"
+  local arch="-gencode=arch=compute_90a,code=sm_90a"
+  {
+    nvcc -std=c++20 -O3 $arch -fmad=false -lineinfo -Xptxas -v -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
+      -o "$GDN_BUILD/libkcv_gdn_cuda.so" &
+    nvcc -std=c++20 -O2 $arch -c gdn/tests/check_gdn_cuda.cu -o "$GDN_BUILD/check.o" &
+    g++ -std=c++20 -O2 -c gdn/problem.cpp -o "$GDN_BUILD/problem.o" &
+    g++ -std=c++20 -O2 -c gdn/oracle/gdn_oracle.cpp -o "$GDN_BUILD/oracle.o" &
+    wait
+    nvcc $arch "$GDN_BUILD/check.o" "$GDN_BUILD/problem.o" "$GDN_BUILD/oracle.o" -L"$GDN_BUILD" -lkcv_gdn_cuda \
+      -Xlinker -rpath,"$GDN_BUILD" -o "$GDN_BUILD/check_gdn_cuda"
+  } > "$LOG/gdn_build.log" 2>&1
+  local rc=$?
+  echo "gdn check build exit: $rc"
+  return $rc
+}
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; date -u;
   python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } \
   2>&1 | tee "$LOG/device.txt"
@@ -147,6 +174,45 @@ for n in names:
     print(f"{n:38} {verdict:8} {r.get('seconds', 0):7.1f}  {detail}")
 PY
       cat "$LOG/gdn_gates/table.txt"
+      ;;
+    gdn-check)
+      # The kernels' library (with line information, for the profiler) and gdn/tests/check_gdn_cuda.cu,
+      # built from this tree; then every case against the float64 oracle, determinism included.
+      gdn_check_build || continue
+      timeout "$(cap 120 10)" "$GDN_BUILD/check_gdn_cuda" > "$LOG/gdn_check.log" 2>&1
+      echo "check exit: $?" >> "$LOG/gdn_check.log"
+      grep -E "^FAIL|passed|check exit|block_mma" "$LOG/gdn_check.log"
+      if [ -n "${GDN_LIB:-}" ]; then
+        # The same cases through another build of the library (the program's run path yields to
+        # LD_LIBRARY_PATH): the digests of every output must agree where the two builds should
+        # give the same bits.
+        readelf -d "$GDN_BUILD/check_gdn_cuda" | grep -E "RPATH|RUNPATH" > "$LOG/gdn_check_other.log"
+        LD_LIBRARY_PATH="$(dirname "$GDN_LIB")" timeout "$(cap 120 10)" "$GDN_BUILD/check_gdn_cuda" \
+          >> "$LOG/gdn_check_other.log" 2>&1
+        echo "check exit: $?" >> "$LOG/gdn_check_other.log"
+        digests() { grep -oE "^(ok  |FAIL) +[^ ]+ +[a-z0-9]+ .*digest=[0-9a-f]+" "$1" | awk '{print $2, $3, $NF}'; }
+        echo "digests: $(digests "$LOG/gdn_check.log" | wc -l) cases, differing from $GDN_LIB:"
+        diff <(digests "$LOG/gdn_check.log") <(digests "$LOG/gdn_check_other.log") && echo "none"
+      fi
+      ;;
+    gdn-ncu)
+      # Nsight Compute on one forward and backward of Gated DeltaNet at B4 T4096 H32: per kernel,
+      # speed of light, issue and stall statistics, instruction mix and the hottest source lines.
+      gdn_check_build || continue
+      timeout "$(cap 240 10)" ncu --clock-control none --import-source yes --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats --section SchedulerStats --section WarpStateStats --section InstructionStats \
+        --section SourceCounters "$GDN_BUILD/check_gdn_cuda" --profile > "$LOG/gdn_ncu.log" 2>&1
+      echo "ncu exit: $?" >> "$LOG/gdn_ncu.log"
+      grep -E "^  [a-z_]+.*\(|Duration|Issue Slots Busy|Executed Ipc Active|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|ncu exit" \
+        "$LOG/gdn_ncu.log" | head -120
+      ;;
+    gdn-train)
+      # examples/train_gdn.py through the installed package: every member, curves in train_curves.json.
+      timeout "$(cap "${GDN_TRAIN_S:-150}" 10)" python3 examples/train_gdn.py --steps "${GDN_TRAIN_STEPS:-500}" \
+        --out "$LOG/train_curves.json" > "$LOG/gdn_train.log" 2>&1
+      echo "train exit: $?" >> "$LOG/gdn_train.log"
+      tail -15 "$LOG/gdn_train.log"
       ;;
     mma-subnormals)
       { nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a bench/mma_subnormals.cu -o /tmp/mma_subnormals &&
