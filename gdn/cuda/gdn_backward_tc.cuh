@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
         __syncthreads();
         // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
         // against dO_s.
-        block_mma<NT, false, false>(
+        block_mma<NT, false, false, COLS == 128 ? 2 : 1>(
             L, VS, K + kChunk,
             [&](int t, int x) {
                 if (x < K) return kt_s[t * ldk + x];
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
             });
         __syncthreads();
         if (DELTA) {
-            block_mma<NT, false, false>(
+            block_mma<NT, false, false, COLS == 128 ? 2 : 1>(
                 L, VS, L, [&](int t, int s) { return s >= t ? T_s[s * ldp + t] : 0.0f; },
                 [&](int s, int col) { return dD_s[s * ld + col]; },
                 [&](int t, int col, float acc) { TdD_s[t * ld + col] = acc; });
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
         if constexpr (GATE != 2) {
             // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
             // against Tᵀ dΔ e^{γ/2}.
-            block_mma<NT, false, false>(
+            block_mma<NT, false, false, 2>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
                     return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_s[(x - L) * ldq + i] * half_s[x - L];
@@ -201,14 +201,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
 
     // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ, and
     // dP = scale·tril(dO Δᵀ).
-    block_mma<4, EX, false>(
+    block_mma<4, EX, false, 2>(
         kChunk, K, V, dO_at, [&](int j, int i) { return G.S0[i * V + j]; },
         [&](int t, int i, float acc) { G.s_dqt[t * K + i] = scale * acc; });
-    block_mma<4, false, false>(
+    block_mma<4, false, false, 2>(
         kChunk, K, V, D_at, [&](int j, int i) { return G.dS[i * V + j]; },
         [&](int t, int i, float acc) { G.s_dkt[t * K + i] = acc; });
     if (DELTA)
-        block_mma<4, false, false>(
+        block_mma<4, false, false, 2>(
             kChunk, K, V, dD_at, [&](int j, int i) { return G.S0[i * V + j]; },
             [&](int t, int i, float acc) { G.s_dW[t * K + i] = -acc; });
     block_mma<4, EX, false>(
@@ -280,10 +280,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
             });
         // dR̃ = Tᵀ dW and Tᵀ dΔ (dv = β ⊙ Tᵀ dΔ), both on T's lower triangle.
         auto Tt_at = [&](int t, int s) { return t < L && s >= t && s < L ? G.T_s[s * kChunk + t] : 0.0f; };
-        block_mma<4, false, false>(
+        block_mma<4, false, false, 2>(
             kChunk, K, kChunk, Tt_at, [&](int s, int i) { return G.s_dW[s * K + i]; },
             [&](int t, int i, float acc) { G.s_drt[t * K + i] = acc; });
-        block_mma<4, false, false>(
+        block_mma<4, false, false, 2>(
             L, V, kChunk, Tt_at, dD_at, [&](int t, int j, float acc) {
                 s_dvt[t * V + j] = acc;
                 dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(beta_at(t) * acc);

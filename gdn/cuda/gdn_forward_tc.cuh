@@ -138,11 +138,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
     auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };
-    block_mma<4, false, false>(
+    block_mma<4, false, false, 2>(
         kChunk, K, kChunk, T_at, [&](int j, int i) { return r_s[j * K + i]; },
         [&](int t, int i, float acc) { w.W[sh * kChunk * K + t * K + i] = acc; });
     const TI* v = static_cast<const TI*>(a.v);
-    block_mma<4, false, EX>(
+    block_mma<4, false, EX, 2>(
         kChunk, V, kChunk, [&](int t, int s) { return T_at(t, s) * b_s[s]; },
         [&](int s, int j) { return s < L ? to_float(v[(size_t(c.row0 + s) * d.HV + hv) * V + j]) : 0.0f; },
         [&](int t, int j, float acc) { w.U[sh * kChunk * V + t * V + j] = acc; });
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         if (DELTA) {
-            block_mma<NT, false, false>(
+            block_mma<NT, false, false, COLS == 128 ? 2 : 1>(
                 L, VS, K, [&](int t, int i) { return W_s[t * ldw + i]; },
                 [&](int i, int col) { return S_s[i * ld + col]; },
                 [&](int t, int col, float acc) {
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
             }
         }
         __syncthreads();
-        block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>>(
+        block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>, 2>(
             K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
             [&](int t, int col) { return D_s[t * ld + col]; },
             [&](int i, int col, float acc) {
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims d, Workspace
     TI* o = static_cast<TI*>(a.o);
     // Columns x < K of the left operand are Q ⊙ e^γ against rows of S₀; columns K + s are
     // tril(P) against the rows of Δ.
-    block_mma<4, false, false>(
+    block_mma<4, false, false, 2>(
         L, V, K + kChunk, [&](int t, int x) { return x < K ? qt_s[t * ldq + x] : P_s[t * ldp + x - K]; },
         [&](int x, int j) { return x < K ? S_s[x * ldv + j] : D_s[(x - K) * ldv + j]; },
         [&](int t, int j, float acc) { o[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(d.scale * acc); });

@@ -138,34 +138,42 @@ __device__ __forceinline__ void mma_tf32_added(float (&acc)[4], const uint32_t (
 
 // out(m, n, Σ_{k<Kd} A(m, k)·B(k, n)) for every m < M, n < N, the products on tensor cores.
 // A(m, k) and B(k, n) are called only for m < M, k < Kd, n < N (operands past those are zero),
-// so M, N and Kd need not be multiples of the tile. Each warp of the block owns whole 16×(8·NT)
-// output tiles, taken round robin, and calls `out` once per element it owns: an element's sum has
-// one owner and one order. AEXACT / BEXACT: every value of that operand is exact in TF32.
-// Every thread of the block must call it (it is warp-synchronous); it has no barrier of its own.
-template <int NT, bool AEXACT, bool BEXACT, class FA, class FB, class FOut>
+// so M, N and Kd need not be multiples of the tile. Each warp of the block owns whole
+// (16·MT)×(8·NT) output tiles, taken round robin, and calls `out` once per element it owns: an
+// element's sum has one owner and one order. A warp splits each fragment of A once for its NT
+// column tiles and each fragment of B once for its MT row tiles, so larger tiles split less per
+// product, at MT·NT·12 accumulator registers; every element's sum is the same whatever MT and NT
+// (the same tile products, in the same order). AEXACT / BEXACT: every value of that operand is
+// exact in TF32. Every thread of the block must call it (it is warp-synchronous); it has no
+// barrier of its own.
+template <int NT, bool AEXACT, bool BEXACT, int MT = 1, class FA, class FB, class FOut>
 __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const int g = lane / 4, c = lane % 4;
-    const int mtiles = (M + 15) / 16, ntiles = (N + 8 * NT - 1) / (8 * NT);
+    const int mtiles = (M + 16 * MT - 1) / (16 * MT), ntiles = (N + 8 * NT - 1) / (8 * NT);
     // Two 16-bit operands: their products are exact and each tile's sum is one mma.
     constexpr bool kPlain = AEXACT && BEXACT;
     for (int tile = warp; tile < mtiles * ntiles; tile += warps) {
-        const int m0 = (tile / ntiles) * 16, n0 = (tile % ntiles) * 8 * NT;
-        float acc[NT][4], low[NT][4], low2[NT][4];
-        for (int j = 0; j < NT; ++j)
-            for (int r = 0; r < 4; ++r) acc[j][r] = low[j][r] = low2[j][r] = 0.0f;
+        const int m0 = (tile / ntiles) * 16 * MT, n0 = (tile % ntiles) * 8 * NT;
+        float acc[MT][NT][4], low[MT][NT][4], low2[MT][NT][4];
+        for (int i = 0; i < MT; ++i)
+            for (int j = 0; j < NT; ++j)
+                for (int r = 0; r < 4; ++r) acc[i][j][r] = low[i][j][r] = low2[i][j][r] = 0.0f;
         for (int k0 = 0; k0 < Kd; k0 += 8) {
-            float av[4];
-            for (int r = 0; r < 4; ++r) {
-                const int m = m0 + g + (r & 1) * 8, k = k0 + c + (r >> 1) * 4;
-                av[r] = m < M && k < Kd ? A(m, k) : 0.0f;
-            }
-            uint32_t ahi[4], alo[4], alo2[4];
-            if (kPlain) {
-                for (int r = 0; r < 4; ++r) ahi[r] = float_bits(av[r]);
-            } else {
-                const float s0 = quad_grid(av[0], av[2]), s1 = quad_grid(av[1], av[3]);
-                for (int r = 0; r < 4; ++r) split_on_grid<AEXACT>(av[r], r & 1 ? s1 : s0, ahi[r], alo[r], alo2[r]);
+            uint32_t ahi[MT][4], alo[MT][4], alo2[MT][4];
+            for (int i = 0; i < MT; ++i) {
+                float av[4];
+                for (int r = 0; r < 4; ++r) {
+                    const int m = m0 + 16 * i + g + (r & 1) * 8, k = k0 + c + (r >> 1) * 4;
+                    av[r] = m < M && k < Kd ? A(m, k) : 0.0f;
+                }
+                if (kPlain) {
+                    for (int r = 0; r < 4; ++r) ahi[i][r] = float_bits(av[r]);
+                } else {
+                    const float s0 = quad_grid(av[0], av[2]), s1 = quad_grid(av[1], av[3]);
+                    for (int r = 0; r < 4; ++r)
+                        split_on_grid<AEXACT>(av[r], r & 1 ? s1 : s0, ahi[i][r], alo[i][r], alo2[i][r]);
+                }
             }
             for (int j = 0; j < NT; ++j) {
                 const int n = n0 + 8 * j + g;
@@ -177,25 +185,29 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                 uint32_t bhi[2], blo[2], blo2[2];
                 if (kPlain) {
                     for (int r = 0; r < 2; ++r) bhi[r] = float_bits(bv[r]);
-                    mma_tf32_added(acc[j], ahi, bhi);
+                    for (int i = 0; i < MT; ++i) mma_tf32_added(acc[i][j], ahi[i], bhi);
                     continue;
                 }
                 const float s = quad_grid(bv[0], bv[1]);
                 for (int r = 0; r < 2; ++r) split_on_grid<BEXACT>(bv[r], s, bhi[r], blo[r], blo2[r]);
-                mma_tf32(low[j], alo, bhi);
-                if (!AEXACT) mma_tf32(low[j], alo2, bhi);
-                mma_tf32(low[j], ahi, blo);
-                if (!BEXACT) mma_tf32(low[j], ahi, blo2);
-                mma_tf32(low2[j], alo, blo);
-                mma_tf32_added(acc[j], ahi, bhi);
+                for (int i = 0; i < MT; ++i) {
+                    mma_tf32(low[i][j], alo[i], bhi);
+                    if (!AEXACT) mma_tf32(low[i][j], alo2[i], bhi);
+                    mma_tf32(low[i][j], ahi[i], blo);
+                    if (!BEXACT) mma_tf32(low[i][j], ahi[i], blo2);
+                    mma_tf32(low2[i][j], alo[i], blo);
+                    mma_tf32_added(acc[i][j], ahi[i], bhi);
+                }
             }
         }
-        for (int j = 0; j < NT; ++j)
-            for (int r = 0; r < 4; ++r) {
-                const int m = m0 + g + (r >> 1) * 8, n = n0 + 8 * j + 2 * c + (r & 1);
-                if (m < M && n < N)
-                    out(m, n, kPlain ? acc[j][r] : acc[j][r] + (low[j][r] + low2[j][r] * kLowUnscale) * kLowUnscale);
-            }
+        for (int i = 0; i < MT; ++i)
+            for (int j = 0; j < NT; ++j)
+                for (int r = 0; r < 4; ++r) {
+                    const int m = m0 + 16 * i + g + (r >> 1) * 8, n = n0 + 8 * j + 2 * c + (r & 1);
+                    if (m < M && n < N)
+                        out(m, n, kPlain ? acc[i][j][r]
+                                         : acc[i][j][r] + (low[i][j][r] + low2[i][j][r] * kLowUnscale) * kLowUnscale);
+                }
     }
 }
 
@@ -348,10 +360,10 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
         if (t >= L || j >= L || (strict ? j >= t : j > t)) return 0.0f;
         return GATE == 1 ? dM[t * kChunk + j] * F[t * kChunk + j] : dM[t * kChunk + j];
     };
-    block_mma<4, false, KEXACT>(
+    block_mma<4, false, KEXACT, 2>(
         kChunk, K, kChunk, weight, [&](int j, int i) { return k[j * K + i]; },
         [&](int t, int i, float acc) { gx[t * K + i] = acc; });
-    block_mma<4, false, XEXACT>(
+    block_mma<4, false, XEXACT, 2>(
         kChunk, K, kChunk, [&](int j, int s) { return weight(s, j); }, [&](int s, int i) { return x[s * K + i]; },
         [&](int j, int i, float acc) { gk[j * K + i] = acc; });
     __syncthreads();
