@@ -297,6 +297,7 @@ TEST(GdnCudaEmulated, ScanColumnWidthsGiveTheSameBits) {
                                                                     &first.dv, &first.dg, &first.dbeta, &first.dh0};
                 for (size_t i = 0; i < pairs.size(); ++i) {
                     ASSERT_EQ(pairs[i].second->size(), ref[i]->size());
+                    if (ref[i]->empty()) continue;   // dg, dbeta of the members without them: no data to compare
                     EXPECT_EQ(std::memcmp(pairs[i].second->data(), ref[i]->data(), ref[i]->size() * sizeof(float)), 0)
                         << c.name << ": " << pairs[i].first << " differs between " << lay.sms_cols.front().second
                         << " and " << lay.sms_cols[w].second << " columns";
