@@ -37,7 +37,7 @@ namespace kcv::gdn::cuda {
 // load falls into distinct banks.
 template <int GATE, bool DELTA, class TI, int COLS>
 __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace w, BackwardArgs a) {
-    constexpr int ld = scan_ld<COLS>, NT = scan_nt<COLS>;
+    constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
         __syncthreads();
         // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
         // against dO_s.
-        block_mma<NT, false, false, COLS == 128 ? 2 : 1>(
+        block_mma<NT, false, false, scan_chunk_mt<COLS>>(
             L, VS, K + kChunk,
             [&](int t, int x) {
                 if (x < K) return kt_s[t * ldk + x];
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
             });
         __syncthreads();
         if (DELTA) {
-            block_mma<NT, false, false, COLS == 128 ? 2 : 1>(
+            block_mma<NT, false, false, scan_chunk_mt<COLS>>(
                 L, VS, L, [&](int t, int s) { return s >= t ? T_s[s * ldp + t] : 0.0f; },
                 [&](int s, int col) { return dD_s[s * ld + col]; },
                 [&](int t, int col, float acc) { TdD_s[t * ld + col] = acc; });
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace
 
 inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols) {
     const int GK = gate == 2 ? K : 1;
-    const size_t ld = size_t(cols) + 8;
+    const size_t ld = scan_ld(cols);
     return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (3 * K + 20) + size_t(kChunk) * GK +
                             2 * kChunk * (kChunk + 8) + 3 * kChunk * ld + K);
 }

@@ -155,17 +155,19 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspa
 // same whatever the width (scan_columns picks it from the grid alone). Tiles are padded (row
 // strides K + 4, K + 8, COLS + 8) so that the fragment loads of each product fall into distinct
 // shared-memory banks.
-template <int COLS>
-constexpr int scan_ld = COLS + 8;
-// Output tiles 16 × 8·NT per warp: wider for wider slices, so that one split of a fragment of W
-// or K̃ serves more columns.
+__host__ __device__ constexpr int scan_ld(int cols) { return cols + 8; }
+// Output tiles (16·MT) × 8·NT per warp: wider for wider slices, so that one split of a fragment
+// of W or K̃ serves more columns; two row tiles (MT) in the products with the chunk's rows only
+// at 128 columns, the one width whose grid of such tiles has some to spare.
 template <int COLS>
 constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
+template <int COLS>
+constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
 constexpr int kScanBatch = 8;
 
 template <int GATE, bool DELTA, class TI, int COLS>
 __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
-    constexpr int ld = scan_ld<COLS>, NT = scan_nt<COLS>;
+    constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         if (DELTA) {
-            block_mma<NT, false, false, COLS == 128 ? 2 : 1>(
+            block_mma<NT, false, false, scan_chunk_mt<COLS>>(
                 L, VS, K, [&](int t, int i) { return W_s[t * ldw + i]; },
                 [&](int i, int col) { return S_s[i * ld + col]; },
                 [&](int t, int col, float acc) {
@@ -237,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
 }
 
 inline size_t scan_tc_smem_bytes(int K, int cols) {
-    const size_t ld = size_t(cols) + 8;
+    const size_t ld = scan_ld(cols);
     return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (2 * K + 12) + kChunk * ld + K);
 }
 
