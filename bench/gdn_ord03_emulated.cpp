@@ -1,14 +1,14 @@
-// ORD-03 of the recurrence's bf16 contracts, predicted without a GPU: the CUDA kernels' float32
-// specialisation under host emulation (gdn/cuda/host_emulation.hpp, whose mma truncates its sums
-// as the tensor cores are reported to) on the contracts' inputs, bf16 values rounded to bf16 (exact
-// TF32 operands, as the bf16 kernels take them), forward then backward, against the float64
-// oracle. For each output it prints ORD-03's ratio err(kernels) / max(err(control), 2u(out)), with
+// ORD-03 of the recurrence's bf16 contracts, predicted without a GPU: the CUDA kernels' bf16
+// specialisation (the one the GPU runs for these contracts; dtype 0 picks the float32 one) under
+// host emulation (gdn/cuda/host_emulation.hpp, whose mma truncates its sums as the tensor cores are
+// measured to) on the contracts' inputs, bf16 values rounded to bf16, forward then backward,
+// against the float64 oracle. For each output it prints ORD-03's ratio err(kernels) / max(err(control), 2u(out)), with
 // err = max|y − y*| / max|y*| and the float32 CPU implementation as the control; bf16 outputs are
 // rounded to bf16 first, as the contracts declare them. A ratio over 1.2 fails ORD-03.
 //
 //   g++ -O2 -ffp-contract=off -std=c++20 -pthread -Iinclude bench/gdn_ord03_emulated.cpp \
 //       gdn/oracle/gdn_oracle.cpp gdn/problem.cpp -o gdn_ord03_emulated
-//   ./gdn_ord03_emulated [seeds] [member] [K]      (defaults: 2, every member, 128)
+//   ./gdn_ord03_emulated [seeds] [member] [K] [dtype]   (defaults: 2, every member, 128, 1 bf16)
 //
 // B1 T130 H2 HV4, K = V (128 as the contracts), one line per kernel version and seed. Version 2
 // at K = 128 takes about a minute per member and seed on one core.
@@ -82,11 +82,11 @@ Inputs draw(const Problem& p, uint32_t seed) {
     return in;
 }
 
-Tensors run_kernels(const Problem& p, const Inputs& in, int version) {
+Tensors run_kernels(const Problem& p, const Inputs& in, int version, int dtype) {
     Tensors out(p);
     const cuda::emulation::RunInputs ri{in.q.data(),    in.k.data(),  in.v.data(),   in.g.data(),
                                         in.beta.data(), in.h0.data(), in.d_o.data(), in.dht.data()};
-    if (const int rc = cuda::emulation::run_member(p, ri, version, out)) {
+    if (const int rc = cuda::emulation::run_member(p, ri, version, out, 132, dtype)) {
         std::fprintf(stderr, "the emulated launch sequence failed (%d)\n", rc);
         std::exit(1);
     }
@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     const int seeds = argc > 1 ? std::atoi(argv[1]) : 2;
     const std::string only = argc > 2 ? argv[2] : "";
     const int64_t K = argc > 3 ? std::atoll(argv[3]) : 128;
+    const int dtype = argc > 4 ? std::atoi(argv[4]) : 1;
     const Shape s{1, 130, 2, 4, K, K, {}};
     for (Member m : all_members()) {
         if (!only.empty() && only != member_name(m)) continue;
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
             for (const Output& x : outputs) std::printf(" %s %.2e", x.name, envelope_error(control.*(x.field), *x.ref));
             std::printf("\n");
             for (int version : {1, 2}) {
-                const Tensors kernels = run_kernels(p, in, version);
+                const Tensors kernels = run_kernels(p, in, version, dtype);
                 std::printf("  version %d ORD-03 ratio:", version);
                 for (const Output& x : outputs) {
                     const double envelope = std::max(envelope_error(control.*(x.field), *x.ref), x.floor);

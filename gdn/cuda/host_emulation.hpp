@@ -1,8 +1,8 @@
 // Runs the CUDA kernels of this folder on the host: each block's threads become std::threads
 // meeting at a std::barrier for __syncthreads, blocks run one after another, dynamic shared
-// memory is one host array. Only the float32 specialisations are meant to run here. It lets a
-// machine without a GPU execute the kernels' own indexing, masking and synchronisation against
-// the oracle (tests/cpp/test_gdn_cuda_emulated.cpp); it says nothing about speed.
+// memory is one host array. It lets a machine without a GPU execute the kernels' own indexing,
+// masking, synchronisation and arithmetic, for float32 and the 16-bit input types, against the
+// oracle (tests/cpp/test_gdn_cuda_emulated.cpp); it says nothing about speed.
 #pragma once
 
 #include <algorithm>
@@ -29,17 +29,29 @@ struct dim3 {
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-// 16-bit float types, declared so that the templates name them; never instantiated here.
+// The 16-bit input types, as the CUDA headers' conversions round them: to nearest, ties to even
+// (NaN stays a quiet NaN). fp16 goes through the compiler's _Float16, whose conversions are
+// IEEE's.
 struct __nv_bfloat16 {
     uint16_t bits;
 };
 struct __half {
-    uint16_t bits;
+    _Float16 value;
 };
-float __bfloat162float(__nv_bfloat16);
-float __half2float(__half);
-__nv_bfloat16 __float2bfloat16_rn(float);
-__half __float2half_rn(float);
+inline float __bfloat162float(__nv_bfloat16 x) {
+    const uint32_t b = uint32_t(x.bits) << 16;
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    if (std::isnan(f)) return {uint16_t((b >> 16) | 0x40u)};
+    return {uint16_t((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16)};
+}
+inline float __half2float(__half x) { return float(x.value); }
+inline __half __float2half_rn(float f) { return {static_cast<_Float16>(f)}; }
 
 using std::min;
 using std::max;

@@ -1,7 +1,7 @@
-// One problem through the CUDA kernels of this folder on the host (host_emulation.hpp): their
-// float32 specialisation, forward then backward, the way the tests and
-// bench/gdn_ord03_emulated.cpp run them without a GPU. Include it after defining
-// KCV_GDN_HOST_EMULATION.
+// One problem through the CUDA kernels of this folder on the host (host_emulation.hpp), forward
+// then backward, the way the tests and bench/gdn_ord03_emulated.cpp run them without a GPU: the
+// float32 specialisation, or the bf16 / fp16 one that the GPU runs for 16-bit inputs. Include it
+// after defining KCV_GDN_HOST_EMULATION.
 #pragma once
 
 #if !defined(KCV_GDN_HOST_EMULATION)
@@ -34,41 +34,71 @@ struct RunOutputs {
     }
 };
 
-// The inputs, float32 arrays of the same layout; h0 and dht may be null (zero).
+// The inputs, float32 arrays of the same layout; h0 and dht may be null (zero). For a 16-bit
+// dtype, q, k, v, beta and d_o are converted to it (exactly, if they hold its values).
 struct RunInputs {
     const float *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
 };
 
-// Forward then backward with the kernels of `version` (1 or 2) into `out`, on a workspace that
-// starts as NaN, the grids sized for `sms` SMs; the first nonzero status of the two launch
-// sequences, else 0.
-inline int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132) {
-    const Shape& s = p.shape;
-    kcv_gdn_params kp{};
-    kp.gate = static_cast<int32_t>(p.member.gate);
-    kp.delta = p.member.delta;
-    kp.dtype = 0;
-    kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
-    kp.N = s.sequences();
-    kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
-    kp.scale = static_cast<float>(p.scale);
-    kp.q = in.q; kp.k = in.k; kp.v = in.v; kp.g = in.g; kp.beta = in.beta; kp.h0 = in.h0;
-    kp.d_o = in.d_o; kp.dht = in.dht;
-    kp.o = out.o.data(); kp.ht = out.ht.data(); kp.dq = out.dq.data(); kp.dk = out.dk.data();
-    kp.dv = out.dv.data(); kp.dg = out.dg.data(); kp.dbeta = out.dbeta.data(); kp.dh0 = out.dh0.data();
-    Workspace layout{};
-    std::vector<float> ws(layout_workspace(make_dims(kp), true, kp.gate, nullptr, layout) / sizeof(float) + 64,
-                          std::numeric_limits<float>::quiet_NaN());
-    kp.workspace = ws.data();
-    kp.workspace_bytes = ws.size() * sizeof(float);
-    HostLauncher launch;
-    launch.sms = sms;
-    for (bool backward : {false, true}) {
-        const int rc = version == 2 ? launch_member<float, 2>(launch, kp, backward)
-                                    : launch_member<float, 1>(launch, kp, backward);
-        if (rc != 0) return rc;
+// Forward then backward with the kernels of `version` (1 or 2) for input dtype `dtype` (0 float32,
+// 1 bfloat16, 2 float16, as kcv_gdn_params) into `out`, on a workspace that starts as NaN, the
+// grids sized for `sms` SMs; the first nonzero status of the two launch sequences, else 0. The
+// 16-bit outputs (o, dq, dk, dv, dbeta) come back widened to float32.
+inline int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132,
+                      int dtype = 0) {
+    auto run = [&]<class TI>() {
+        const Shape& s = p.shape;
+        // The tensors of dtype TI: converted copies of the 16-bit inputs, buffers for the outputs.
+        auto narrow = [](const float* x, int64_t n) {
+            std::vector<TI> y(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) y[i] = from_float<TI>(x[i]);
+            return y;
+        };
+        const bool beta = in.beta != nullptr;
+        const std::vector<TI> q = narrow(in.q, s.qk_size()), k = narrow(in.k, s.qk_size()),
+                              v = narrow(in.v, s.v_size()), d_o = narrow(in.d_o, s.v_size()),
+                              b = beta ? narrow(in.beta, s.beta_size()) : std::vector<TI>{};
+        std::vector<TI> o(out.o.size()), dq(out.dq.size()), dk(out.dk.size()), dv(out.dv.size()),
+            dbeta(out.dbeta.size());
+        kcv_gdn_params kp{};
+        kp.gate = static_cast<int32_t>(p.member.gate);
+        kp.delta = p.member.delta;
+        kp.dtype = dtype;
+        kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
+        kp.N = s.sequences();
+        kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
+        kp.scale = static_cast<float>(p.scale);
+        kp.q = q.data(); kp.k = k.data(); kp.v = v.data(); kp.g = in.g; kp.beta = beta ? b.data() : nullptr;
+        kp.h0 = in.h0; kp.d_o = d_o.data(); kp.dht = in.dht;
+        kp.o = o.data(); kp.ht = out.ht.data(); kp.dq = dq.data(); kp.dk = dk.data();
+        kp.dv = dv.data(); kp.dg = out.dg.data(); kp.dbeta = dbeta.data(); kp.dh0 = out.dh0.data();
+        Workspace layout{};
+        std::vector<float> ws(layout_workspace(make_dims(kp), true, kp.gate, nullptr, layout) / sizeof(float) + 64,
+                              std::numeric_limits<float>::quiet_NaN());
+        kp.workspace = ws.data();
+        kp.workspace_bytes = ws.size() * sizeof(float);
+        HostLauncher launch;
+        launch.sms = sms;
+        // Outputs never written stay NaN, as out's own do.
+        const TI nan = from_float<TI>(std::numeric_limits<float>::quiet_NaN());
+        for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);
+        for (bool backward : {false, true}) {
+            const int rc = version == 2 ? launch_member<TI, 2>(launch, kp, backward)
+                                        : launch_member<TI, 1>(launch, kp, backward);
+            if (rc != 0) return rc;
+        }
+        auto widen = [](const std::vector<TI>& x, std::vector<float>& y) {
+            for (size_t i = 0; i < x.size(); ++i) y[i] = to_float(x[i]);
+        };
+        widen(o, out.o); widen(dq, out.dq); widen(dk, out.dk); widen(dv, out.dv); widen(dbeta, out.dbeta);
+        return 0;
+    };
+    switch (dtype) {
+        case 0: return run.template operator()<float>();
+        case 1: return run.template operator()<__nv_bfloat16>();
+        case 2: return run.template operator()<__half>();
     }
-    return 0;
+    return 1;
 }
 
 }  // namespace kcv::gdn::cuda::emulation
