@@ -190,6 +190,12 @@ __device__ __forceinline__ GradTiles grad_tiles(const Workspace& w, size_t sh, i
     return G;
 }
 
+// Float64 scratch in a float tile: the first 8-byte boundary at or after p (n doubles need 2n + 1
+// floats of the tile).
+__device__ __forceinline__ double* aligned_doubles(float* p) {
+    return reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(p) + 7) & ~uintptr_t(7));
+}
+
 // β of token t of the chunk (value head hv).
 template <class TI>
 __device__ __forceinline__ float beta_of(const Dims& d, const BackwardArgs& a, const ChunkPos& c, int hv, int t) {
@@ -218,9 +224,9 @@ __device__ __forceinline__ void load_grad_inputs(const Dims& d, const Workspace&
 }
 
 // After the score gradient through A (dbk_A in s_dqt, dk_A in s_dkt): dbk = dbk_A + e^γ ⊙ dR̃
-// into s_dqt, dk += dk_A + β ⊙ dbk, dγ += e^γ ⊙ (β ⊙ K) ⊙ dR̃ (summed over channels for a
+// into s_dqt, dk += dk_A + β ⊙ dbk, dγ += e^γ ⊙ (β ⊙ K) ⊙ dR̃ (summed over channels in Acc for a
 // scalar gate); then a barrier.
-template <int GATE, class TI>
+template <int GATE, class TI, class Acc = float>
 __device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardArgs& a, ChunkPos c,
                                                   GradTiles G) {
     const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
@@ -236,10 +242,10 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardA
     if (GATE != 0)
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
-            float acc = 0.0f;
+            Acc acc = 0;
             for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
-                acc += exp_rn(gamma_at<GATE>(G.gam, t, i, K)) * G.bk_s[t * K + i] * G.s_drt[t * K + i];
-            G.dgam_s[e] += acc;
+                acc += Acc(exp_rn(gamma_at<GATE>(G.gam, t, i, K)) * G.bk_s[t * K + i]) * G.s_drt[t * K + i];
+            G.dgam_s[e] += float(acc);
         }
     __syncthreads();
 }
@@ -256,18 +262,18 @@ __device__ __forceinline__ void copy_dv(const Dims& d, const BackwardArgs& a, Ch
 }
 
 // chunk_grad's outputs: dg (g enters only through γ, so dg is the reverse cumulative sum of dγ
-// within the chunk, from dγ_C) and dq, dk of this value head for group_sum.
-template <int GATE>
+// within the chunk, from dγ_C, summed in Acc) and dq, dk of this value head for group_sum.
+template <int GATE, class Acc = float>
 __device__ __forceinline__ void write_chunk_grads(const Dims& d, const Workspace& w, const BackwardArgs& a,
                                                   ChunkPos c, GradTiles G) {
     const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
     const int GK = GATE == 2 ? K : 1;
     if (GATE != 0) {
         for (int i = tid; i < GK; i += nt) {
-            float run = G.dend_s[i];
+            Acc run = G.dend_s[i];
             for (int t = L - 1; t >= 0; --t) {
                 run += G.dgam_s[t * GK + i];
-                a.dg[(size_t(c.row0 + t) * d.HV + hv) * GK + i] = run;
+                a.dg[(size_t(c.row0 + t) * d.HV + hv) * GK + i] = float(run);
             }
         }
     }

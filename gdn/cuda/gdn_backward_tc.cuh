@@ -225,8 +225,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
         G.s_dk[e] += kdecay(t, i) * G.s_dkt[e];
     }
     if (GATE != 0) {
-        // dγ_t += q̃_t ⊙ dq̃_t − k̃_t ⊙ dk̃_t, dγ_C += Σ_t k̃_t ⊙ dk̃_t + e^{γ_C} Σ_v dS ⊙ S₀; per
-        // channel one term at a time, as the CPU adds them.
+        // dγ_t += q̃_t ⊙ dq̃_t − k̃_t ⊙ dk̃_t, dγ_C += Σ_t k̃_t ⊙ dk̃_t + e^{γ_C} Σ_v dS ⊙ S₀. dg_t sums
+        // dγ from t to the chunk's end, where the k̃ ⊙ dk̃ terms cancel those of dγ_C and
+        // Σ_v dS ⊙ S₀ is a few units left of terms whose magnitudes add up to a thousand: summed in
+        // float32 (version 1, the CPU), the rounding of these sums is most of dg's error. So every
+        // sum over channels, tokens or values here is in float64 (each product of two floats is
+        // exact there); a per-channel gate's dγ_t has one term per channel.
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
             if (GATE == 2) {
@@ -234,30 +238,31 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
                 G.dgam_s[e] -= G.k_s[e] * kdecay(t, i0) * G.s_dkt[e];
             } else {
                 const float et = exp_rn(gm(t, 0)), kd = kdecay(t, 0);
-                float acc = 0.0f;
+                double acc = 0.0;
                 for (int i = 0; i < K; ++i) {
                     const float qt = G.q_s[t * K + i] * et;
                     const float kt = G.k_s[t * K + i] * kd;
-                    acc += qt * G.s_dqt[t * K + i] - kt * G.s_dkt[t * K + i];
+                    acc += double(qt) * G.s_dqt[t * K + i] - double(kt) * G.s_dkt[t * K + i];
                 }
-                G.dgam_s[e] += acc;
+                G.dgam_s[e] += float(acc);
             }
         }
-        // The term of channel i, one thread each, into G.dT_s (free until dT); a scalar gate then
-        // sums them over i in increasing order, as version 1's single thread did.
+        // The term of channel i, one thread each, into float64 scratch in G.dT_s (free until dT); a
+        // scalar gate then sums them over i in increasing order.
+        double* dend = aligned_doubles(G.dT_s);
         for (int i = tid; i < K; i += nt) {
-            float kk = 0.0f, ss = 0.0f;
-            for (int t = 0; t < L; ++t) kk += G.k_s[t * K + i] * kdecay(t, i) * G.s_dkt[t * K + i];
-            for (int j = 0; j < V; ++j) ss += G.dS[i * V + j] * G.S0[i * V + j];
-            G.dT_s[i] = kk + exp_rn(gm(L - 1, i)) * ss;
+            double kk = 0.0, ss = 0.0;
+            for (int t = 0; t < L; ++t) kk += double(G.k_s[t * K + i] * kdecay(t, i)) * G.s_dkt[t * K + i];
+            for (int j = 0; j < V; ++j) ss += double(G.dS[i * V + j]) * G.S0[i * V + j];
+            dend[i] = kk + double(exp_rn(gm(L - 1, i))) * ss;
         }
         __syncthreads();
         if (GATE == 2) {
-            for (int i = tid; i < K; i += nt) G.dend_s[i] += G.dT_s[i];
+            for (int i = tid; i < K; i += nt) G.dend_s[i] += float(dend[i]);
         } else if (tid == 0) {
-            float acc = 0.0f;
-            for (int i = 0; i < K; ++i) acc += G.dT_s[i];
-            G.dend_s[0] += acc;
+            double acc = 0.0;
+            for (int i = 0; i < K; ++i) acc += dend[i];
+            G.dend_s[0] += float(acc);
         }
     }
     __syncthreads();
@@ -302,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
         // Through A (rows b ⊙ k): dbk_A into G.s_dqt, dk_A into G.s_dkt.
         score_gradients<GATE, false, EX>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt, G.dgam_s,
                                          G.s_xa, G.s_ea);
-        combine_through_a<GATE, TI>(d, a, c, G);
+        combine_through_a<GATE, TI, double>(d, a, c, G);
         // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {
@@ -315,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w
         copy_dv<TI>(d, a, c, G);
     }
     __syncthreads();
-    write_chunk_grads<GATE>(d, w, a, c, G);
+    write_chunk_grads<GATE, double>(d, w, a, c, G);
 }
 
 }  // namespace kcv::gdn::cuda

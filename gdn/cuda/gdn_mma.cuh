@@ -351,7 +351,8 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
 // gated_scores_backward (gdn_common.cuh) for the gates without a per-channel factor (GATE 0, 1),
 // the two products over the chunk's tokens on tensor cores:
 //   gx = (dM ⊙ F) k,  gk = (dM ⊙ F)ᵀ x  on the support of M,
-// then dgam as there. XEXACT / KEXACT: x / k hold raw 16-bit inputs.
+// then dgam as there, but each row's sum over channels in float64. XEXACT / KEXACT: x / k hold raw
+// 16-bit inputs.
 template <int GATE, bool XEXACT, bool KEXACT>
 __device__ void gated_scores_backward_tc(const float* dM, const float* x, const float* k, const float* F, int L,
                                          int K, bool strict, float* gx, float* gk, float* dgam) {
@@ -368,10 +369,14 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
         [&](int j, int i, float acc) { gk[j * K + i] = acc; });
     __syncthreads();
     if (GATE == 1) {
+        // In float64, where each product and difference is exact: the row's terms nearly cancel
+        // the column's over the chunk (dg_t sums them from t on), so a float32 sum's rounding
+        // would be what is left.
         for (int t = threadIdx.x; t < L; t += blockDim.x) {
-            float acc = 0.0f;
-            for (int i = 0; i < K; ++i) acc += x[t * K + i] * gx[t * K + i] - k[t * K + i] * gk[t * K + i];
-            dgam[t] += acc;
+            double acc = 0.0;
+            for (int i = 0; i < K; ++i)
+                acc += double(x[t * K + i]) * gx[t * K + i] - double(k[t * K + i]) * gk[t * K + i];
+            dgam[t] += float(acc);
         }
     }
     __syncthreads();
