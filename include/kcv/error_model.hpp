@@ -12,13 +12,21 @@ namespace kcv {
 struct ErrorModelParams {
     double c = 4.0;                        // analytic constant
     double u_acc = 0x1p-24;                // unit roundoff of the declared accumulator
+    double eta_acc = 0;                    // η(acc): the most a product that underflows the
+                                           // accumulator loses, half its smallest subnormal
+                                           // (reduction and scan outputs; 0 elementwise)
     double u_out = 0x1p-24;                // unit roundoff of the output dtype
     double ulp_min_normal = 0;             // ulp_out(min normal)
 };
 ErrorModelParams params_for(const OutputSpec& o, double c);
 
-// r = max_i |y_i − y*_i| / τ_i over positions where y* is finite,
-// τ_i = c·u(acc)·√K·s_i + u(out)·|y*_i| + ulp_out(min normal).
+// τ_i = c·√K·(u(acc)·s_i + η(acc)) + u(out)·|y*_i| + ulp_out(min normal), given s_i and |y*_i|.
+// η(acc) is the absolute error of IEEE gradual underflow, fl(a·b) = a·b·(1 + δ) + η: negligible
+// unless the terms themselves are subnormal, where a sum of K products is only exact to about
+// √K·η whatever the order.
+double analytic_tau(const ErrorModelParams& p, int64_t k, double s, double abs_ystar);
+
+// r = max_i |y_i − y*_i| / τ_i over positions where y* is finite, τ_i as analytic_tau.
 struct AnalyticResult {
     double r = 0;                          // NaN when any compared y_i is NaN
     int64_t worst = -1;                    // index of max ratio

@@ -55,9 +55,17 @@ ErrorModelParams params_for(const OutputSpec& o, double c) {
     // Integer outputs (argmax indices) carry no rounding: all terms vanish and the model
     // demands exact equality.
     p.u_acc = out.is_float && acc.is_float ? acc.unit_roundoff : 0.0;
+    // Only a sum of products has terms that can underflow before the output's own rounding.
+    const bool accumulates = o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
+    p.eta_acc = accumulates && out.is_float && acc.is_float ? ulp(o.accumulator, acc.min_normal) / 2 : 0.0;
     p.u_out = out.is_float ? out.unit_roundoff : 0.0;
     p.ulp_min_normal = out.is_float ? ulp(o.dtype, out.min_normal) : 0.0;
     return p;
+}
+
+double analytic_tau(const ErrorModelParams& p, int64_t k, double s, double abs_ystar) {
+    return p.c * std::sqrt(static_cast<double>(k)) * (p.u_acc * s + p.eta_acc) + p.u_out * abs_ystar +
+           p.ulp_min_normal;
 }
 
 AnalyticResult analytic_ratio(const Tensor& y, const Tensor& ystar, const Tensor& scale, int64_t k,
@@ -68,7 +76,6 @@ AnalyticResult analytic_ratio(const Tensor& y, const Tensor& ystar, const Tensor
     if (has_scale) require_same_size(scale, ystar, "analytic_ratio scale");
     if (k < 0) throw std::invalid_argument("analytic_ratio: negative accumulation length " + std::to_string(k));
 
-    const double growth = p.c * p.u_acc * std::sqrt(static_cast<double>(k));
     AnalyticResult res;
     double worst_ratio = -1;
     int64_t first_nan = -1;
@@ -79,7 +86,7 @@ AnalyticResult analytic_ratio(const Tensor& y, const Tensor& ystar, const Tensor
         if (!std::isfinite(ys)) continue;
         ++res.compared;
         const double s = has_scale ? scale.get(i) : std::fabs(ys);
-        const double tau = growth * s + p.u_out * std::fabs(ys) + p.ulp_min_normal;
+        const double tau = analytic_tau(p, k, s, std::fabs(ys));
         const double err = abs_error(y, i, ys);
         const double ratio = ratio_of(err, tau);
         if (std::isnan(ratio) || ratio > 1.0) {

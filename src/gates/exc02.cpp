@@ -186,7 +186,6 @@ bool explained_by_flush(const Contract& c, const Settings& s, const ProbeOutcome
         const bool has_scale = j < co.scale.size() && co.scale[j].buf != nullptr;
         const ErrorModelParams p = params_for(c.outputs[j], s.c);
         const int64_t k = j < o.k.size() ? o.k[j] : eval_dim_expr(c.outputs[j].k, o.probe.dims);
-        const double growth = p.c * p.u_acc * std::sqrt(double(k));
         const double acc_min = info(c.outputs[j].accumulator).is_float ? info(c.outputs[j].accumulator).min_normal : 0;
         const double out_min = info(y.dtype).is_float ? info(y.dtype).min_normal : 0;
         const double flush = 2 * double(k) * acc_min + out_min;
@@ -194,8 +193,7 @@ bool explained_by_flush(const Contract& c, const Settings& s, const ProbeOutcome
             const double ys = ref.get(i);
             if (!std::isfinite(ys)) continue;
             const double v = y.get(i);
-            const double tau = growth * (has_scale ? co.scale[j].get(i) : std::fabs(ys)) + p.u_out * std::fabs(ys) +
-                               p.ulp_min_normal;
+            const double tau = analytic_tau(p, k, has_scale ? co.scale[j].get(i) : std::fabs(ys), std::fabs(ys));
             ftz = std::fabs(v - ys) <= tau + flush && (k > 1 || std::fabs(v) <= std::fabs(ys) + tau);
         }
     }
@@ -266,7 +264,6 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 const bool has_scale = j < co.scale.size() && co.scale[j].buf != nullptr;
                 const ErrorModelParams p = params_for(c.outputs[j], s.c);
                 const int64_t k = j < o.k.size() ? o.k[j] : eval_dim_expr(c.outputs[j].k, o.probe.dims);
-                const double growth = p.c * p.u_acc * std::sqrt(double(k));
                 std::map<std::string, Losses> lost;
                 for (int64_t i = 0; i < y.numel(); ++i) {
                     const double ys = ref.get(i);
@@ -275,8 +272,8 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                     if (rc != FpClass::pos_subnormal && rc != FpClass::neg_subnormal) continue;
                     ++counts.subnormal;
                     // τ_i of GATES.md's analytic model.
-                    const double scale = has_scale ? co.scale[j].get(i) : std::fabs(ys);
-                    const double tau = growth * scale + p.u_out * std::fabs(ys) + p.ulp_min_normal;
+                    const double tau =
+                        analytic_tau(p, k, has_scale ? co.scale[j].get(i) : std::fabs(ys), std::fabs(ys));
                     if (!(std::fabs(ys) > tau)) continue;
                     ++counts.judged;
                     const double v = y.get(i);

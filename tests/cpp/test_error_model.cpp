@@ -66,6 +66,42 @@ TEST(ParamsFor, TakesUnitRoundoffsOfTheDeclaredDtypes) {
     EXPECT_EQ(p.ulp_min_normal, 0.0);
 }
 
+// η(acc), the absolute error of a product that underflows, is half the accumulator's smallest
+// subnormal, and only sums of products have it: an elementwise output's one rounding is
+// ulp_out(min normal) already.
+TEST(ParamsFor, UnderflowTermOnlyForAccumulatingOutputs) {
+    OutputSpec o;
+    o.dtype = DType::bf16;
+    o.accumulator = DType::f32;
+    EXPECT_EQ(params_for(o, 4.0).eta_acc, 0.0);
+    o.model = ErrorModelKind::reduction;
+    EXPECT_EQ(params_for(o, 4.0).eta_acc, 0x1p-150);
+    o.model = ErrorModelKind::scan;
+    o.accumulator = DType::f16;
+    EXPECT_EQ(params_for(o, 4.0).eta_acc, 0x1p-25);
+    o.dtype = DType::i64;
+    EXPECT_EQ(params_for(o, 4.0).eta_acc, 0.0);
+}
+
+// A sum of K = 16384 float32 products whose terms are subnormal: each product is rounded to the
+// subnormal grid (2^-149), so an exact-order implementation is only good to a few of its steps.
+// τ = 4·128·(2^-24·s + 2^-150) + 2^-24·|y*| + 2^-149 ≈ 257.2 steps at y* = s = 5726·2^-149: two
+// steps off passes (it failed at τ ≈ 1.2 steps before η), three hundred fail.
+TEST(AnalyticRatio, SubnormalTermsOfASumHaveTheUnderflowBound) {
+    OutputSpec o;
+    o.model = ErrorModelKind::scan;
+    const ErrorModelParams p = params_for(o, 4.0);
+    const double ys = 5726 * 0x1p-149;
+    const Tensor ystar = tensor_of(DType::f64, {ys});
+    const AnalyticResult near = analytic_ratio(tensor_of(DType::f32, {ys - 2 * 0x1p-149}), ystar, Tensor{}, 16384, p);
+    EXPECT_TRUE(near.pass()) << near.r;
+    EXPECT_LT(near.r, 0.01);
+    const AnalyticResult far = analytic_ratio(tensor_of(DType::f32, {ys - 300 * 0x1p-149}), ystar, Tensor{}, 16384, p);
+    EXPECT_FALSE(far.pass()) << far.r;
+    EXPECT_NEAR(far.r, 300 / 257.2, 0.01);
+    EXPECT_DOUBLE_EQ(analytic_tau(p, 16384, ys, ys), 512 * (0x1p-24 * ys + 0x1p-150) + 0x1p-24 * ys + 0x1p-149);
+}
+
 // τ = 4·2^-24·√16·s + 2^-24·|y*| + 2^-30 with y* = 1, s = 1: 2^-20 + 2^-24 + 2^-30, exact.
 TEST(AnalyticRatio, RatioExactlyOnePassesAndTheNextDoubleFails) {
     const double tau = 0x1p-20 + 0x1p-24 + 0x1p-30;
