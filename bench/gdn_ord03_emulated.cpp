@@ -2,9 +2,10 @@
 // specialisation (the one the GPU runs for these contracts; dtype 0 picks the float32 one) under
 // host emulation (gdn/cuda/host_emulation.hpp, whose mma truncates its sums as the tensor cores are
 // measured to) on the contracts' inputs, bf16 values rounded to bf16, forward then backward,
-// against the float64 oracle. For each output it prints ORD-03's ratio err(kernels) / max(err(control), 2u(out)), with
-// err = max|y − y*| / max|y*| and the float32 CPU implementation as the control; bf16 outputs are
-// rounded to bf16 first, as the contracts declare them. A ratio over 1.2 fails ORD-03.
+// against the float64 oracle. For each output it prints ORD-03's ratio
+// err(kernels) / max(err(control), 2u(out)), with err = max|y − y*| / max|y*| and the float32 CPU
+// implementation as the control; bf16 outputs are rounded to bf16 first, as the contracts declare
+// them. A ratio over 1.2 fails ORD-03.
 //
 //   g++ -O2 -ffp-contract=off -std=c++20 -pthread -Iinclude bench/gdn_ord03_emulated.cpp \
 //       gdn/oracle/gdn_oracle.cpp gdn/problem.cpp -o gdn_ord03_emulated

@@ -51,8 +51,11 @@ OutputCheck analytic_check(const Contract& c, const Settings& s, const ProbeOutc
     r.r = a.r;
     r.worst = a.worst;
     r.first = a.first_violation;
-    r.detail = {{"model", "analytic"}, {"k", k}, {"c", p.c}, {"u_acc", p.u_acc}, {"eta_acc", p.eta_acc}, {"u_out", p.u_out},
-                {"ulp_min_normal", p.ulp_min_normal}, {"compared", a.compared}, {"violations", a.violations}};
+    r.detail = {{"model", "analytic"},  {"k", k},
+                {"c", p.c},             {"u_acc", p.u_acc},
+                {"eta_acc", p.eta_acc}, {"u_out", p.u_out},
+                {"ulp_min_normal", p.ulp_min_normal}, {"compared", a.compared},
+                {"violations", a.violations}};
     if (a.worst >= 0) {
         r.detail["err"] = a.err_at_worst;
         r.detail["tau"] = a.tau_at_worst;

@@ -316,6 +316,40 @@ double envelope_error(const std::vector<float>& y, const std::vector<double>& re
     return num / den;
 }
 
+// A case's inputs as a bf16 contract's kernels take them: q, k, v and d_o rounded to bf16.
+Inputs draw_bf16(const Problem& p, const Case& c, uint32_t seed) {
+    Inputs in = draw(p, c, seed);
+    for (auto* x : {&in.q, &in.k, &in.v, &in.d_o})
+        for (float& e : *x) e = to_bf16(e);
+    return in;
+}
+
+// The float64 oracle's forward and backward of the inputs, with h0 and dht (g and beta where the
+// member has them).
+struct OracleOutputs {
+    std::vector<double> ht, dq, dk, dv, dg, dh0;
+};
+
+OracleOutputs oracle_outputs(const Problem& p, const Inputs& in) {
+    const Shape& s = p.shape;
+    const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
+               h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);
+    const double* gp = p.member.gate != GateKind::none ? g.data() : nullptr;
+    const double* bp = p.member.delta ? beta.data() : nullptr;
+    OracleOutputs r{std::vector<double>(s.state_size()), std::vector<double>(s.qk_size()),
+                    std::vector<double>(s.qk_size()),    std::vector<double>(s.v_size()),
+                    std::vector<double>(s.g_size(p.member.gate)), std::vector<double>(s.state_size())};
+    std::vector<double> o(s.v_size());
+    kcv::gdn::forward(p, {q.data(), k.data(), v.data(), gp, bp, h0.data(), o.data(), r.ht.data()});
+    std::vector<double> dbeta(p.member.delta ? s.beta_size() : 0);
+    kcv::gdn::BackwardArgs ba;
+    ba.q = q.data(); ba.k = k.data(); ba.v = v.data(); ba.g = gp; ba.beta = bp; ba.h0 = h0.data();
+    ba.d_o = d_o.data(); ba.dht = dht.data(); ba.dq = r.dq.data(); ba.dk = r.dk.data(); ba.dv = r.dv.data();
+    ba.dg = gp ? r.dg.data() : nullptr; ba.dbeta = bp ? dbeta.data() : nullptr; ba.dh0 = r.dh0.data();
+    kcv::gdn::backward(p, ba);
+    return r;
+}
+
 }  // namespace
 
 // ORD-03 of the bf16 contracts in miniature, for linear attention: version 2 under host emulation
@@ -329,24 +363,13 @@ TEST(GdnChunked, TensorCoreKernelsStayWithinTheOrd03MarginOfThisImplementation) 
     const Shape s{1, 130, 2, 4, 32, 32, {}};
     const Problem p{m, s, 1.0 / std::sqrt(32.0)};
     for (uint32_t seed : {1300u, 1301u, 1302u}) {
-        Inputs in = draw(p, Case{"la", m, s}, seed);
-        for (auto* x : {&in.q, &in.k, &in.v, &in.d_o})
-            for (float& e : *x) e = to_bf16(e);
-        const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), h0 = widen(in.h0), d_o = widen(in.d_o),
-                   dht = widen(in.dht);
-        std::vector<double> ht(s.state_size()), o(s.v_size());
-        kcv::gdn::forward(p, {q.data(), k.data(), v.data(), nullptr, nullptr, h0.data(), o.data(), ht.data()});
-        std::vector<double> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dh0(s.state_size());
-        kcv::gdn::BackwardArgs ba;
-        ba.q = q.data(); ba.k = k.data(); ba.v = v.data(); ba.h0 = h0.data(); ba.d_o = d_o.data();
-        ba.dht = dht.data(); ba.dq = dq.data(); ba.dk = dk.data(); ba.dv = dv.data(); ba.dh0 = dh0.data();
-        kcv::gdn::backward(p, ba);
-
+        const Inputs in = draw_bf16(p, Case{"la", m, s}, seed);
+        const OracleOutputs ref = oracle_outputs(p, in);
         const Outputs cpu = run_chunked(p, in), kernels = run_emulated_kernels<2>(p, in);
-        for (const auto& [name, ref, control_y, kernels_y] :
-             {std::tuple{"ht", &ht, &cpu.ht, &kernels.ht}, std::tuple{"dh0", &dh0, &cpu.dh0, &kernels.dh0}}) {
-            const double control = std::max(envelope_error(*control_y, *ref), 0x1p-23);
-            const double error = envelope_error(*kernels_y, *ref);
+        for (const auto& [name, ref_y, control_y, kernels_y] : {std::tuple{"ht", &ref.ht, &cpu.ht, &kernels.ht},
+                                                                std::tuple{"dh0", &ref.dh0, &cpu.dh0, &kernels.dh0}}) {
+            const double control = std::max(envelope_error(*control_y, *ref_y), 0x1p-23);
+            const double error = envelope_error(*kernels_y, *ref_y);
             std::printf("  seed %u %-3s control %.3g kernels %.3g ratio %.2f\n", seed, name, control, error,
                         error / control);
             EXPECT_LE(error, 1.2 * control) << "seed " << seed << " " << name;
@@ -368,19 +391,8 @@ TEST(GdnChunked, TensorCoreKernelsKeepDgWithinTheOrd03MarginOfThisImplementation
     double sum_of_ratios = 0.0;
     const std::vector<uint32_t> seeds = {1300u, 1301u, 1302u};
     for (uint32_t seed : seeds) {
-        Inputs in = draw(p, Case{"ssd", m, s}, seed);
-        for (auto* x : {&in.q, &in.k, &in.v, &in.d_o})
-            for (float& e : *x) e = to_bf16(e);
-        const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), h0 = widen(in.h0),
-                   d_o = widen(in.d_o), dht = widen(in.dht);
-        std::vector<double> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dg(s.g_size(m.gate)),
-            dh0(s.state_size());
-        kcv::gdn::BackwardArgs ba;
-        ba.q = q.data(); ba.k = k.data(); ba.v = v.data(); ba.g = g.data(); ba.h0 = h0.data(); ba.d_o = d_o.data();
-        ba.dht = dht.data(); ba.dq = dq.data(); ba.dk = dk.data(); ba.dv = dv.data(); ba.dg = dg.data();
-        ba.dh0 = dh0.data();
-        kcv::gdn::backward(p, ba);
-
+        const Inputs in = draw_bf16(p, Case{"ssd", m, s}, seed);
+        const std::vector<double> dg = oracle_outputs(p, in).dg;
         const Outputs cpu = run_chunked(p, in), kernels = run_emulated_kernels<2>(p, in, 1);
         const double control = std::max(envelope_error(cpu.dg, dg), 0x1p-23);
         const double error = envelope_error(kernels.dg, dg);
