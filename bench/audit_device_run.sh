@@ -19,8 +19,8 @@
 #              GDN_IMPLS=kcv times kcv alone, GDN_PROFILE=1 adds kcv's time per kernel, GDN_LIB runs
 #              another build of the kernels' library instead of the package's)
 #   gdn-gates  kcv verify of the recurrence's CUDA kernels (kernels/gdn/cuda, built into the installed
-#              package by the build step) against every contracts/gdn-*.toml, bf16 (version 2, tensor
-#              cores) before f32 (version 1), GDN_JOBS at a time (default: the CPU count; the oracle and
+#              package by the build step) against every contracts/gdn-*.toml, bf16 and f16 (version 2,
+#              tensor cores) before f32 (version 1), GDN_JOBS at a time (default: the CPU count; the oracle and
 #              the CPU controls run beside each GPU candidate); the records in $LOG/gdn_gates/, a table
 #              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step,
 #              GDN_CONTRACTS (an extended regular expression) picks contracts by file name
@@ -148,7 +148,7 @@ for step in $STEPS; do
       ls "$kdir"/cuda/kcv_gdn_*.so > "$LOG/gdn_gates/candidates.txt" 2>&1 || { cat "$LOG/gdn_gates/candidates.txt"; continue; }
       limit=$(cap "${GDN_GATES_S:-200}" 20)
       # A contract cut off by the limit leaves no record; the table says so.
-      { ls contracts/gdn-*-bf16.toml; ls contracts/gdn-*.toml | grep -v -- '-bf16\.toml$'; } | grep -E -- "${GDN_CONTRACTS:-.}" |
+      { ls contracts/gdn-*-bf16.toml contracts/gdn-*-f16.toml; ls contracts/gdn-*.toml | grep -vE -- '-b?f16\.toml$'; } | grep -E -- "${GDN_CONTRACTS:-.}" |
         timeout "$limit" xargs -P "${GDN_JOBS:-$(nproc)}" -I{} bash -c '
           c=$(basename "$1" .toml); kind=${c#gdn-}; kind=${kind%%-*}
           kcv verify --contract "$1" --candidate "$2/cuda/kcv_gdn_$kind.so" --kernels "$2" --json "$3/$c.json" > "$3/$c.log" 2>&1
@@ -157,7 +157,7 @@ for step in $STEPS; do
 import glob, json, os, re, sys
 d = sys.argv[1]
 names = sorted(os.path.basename(p)[:-5] for p in glob.glob("contracts/gdn-*.toml") if re.search(sys.argv[2], os.path.basename(p)))
-names.sort(key=lambda n: (not n.endswith("-bf16"), n))
+names.sort(key=lambda n: (not n.endswith("f16"), n))
 print(f"{'contract':38} {'verdict':8} {'seconds':>7}  failing gates / error")
 for n in names:
     path = os.path.join(d, n + ".json")

@@ -1,15 +1,17 @@
-// ORD-03 of the recurrence's bf16 contracts, predicted without a GPU: the CUDA kernels' bf16
-// specialisation (the one the GPU runs for these contracts; dtype 0 picks the float32 one) under
-// host emulation (gdn/cuda/host_emulation.hpp, whose mma truncates its sums as the tensor cores are
-// measured to) on the contracts' inputs, bf16 values rounded to bf16, forward then backward,
-// against the float64 oracle. For each output it prints ORD-03's ratio
+// ORD-03 of the recurrence's bf16 and fp16 contracts, predicted without a GPU: the CUDA kernels'
+// bf16 specialisation (dtype 1, the one the GPU runs for the bf16 contracts), fp16 specialisation
+// (dtype 2) or float32 one (dtype 0, on bf16 values) under host emulation
+// (gdn/cuda/host_emulation.hpp, whose mma truncates its sums as the tensor cores are measured to)
+// on the contracts' inputs, 16-bit values rounded to their dtype, forward then backward, against
+// the float64 oracle. For each output it prints ORD-03's ratio
 // err(kernels) / max(err(control), 2u(out)), with err = max|y − y*| / max|y*| and the float32 CPU
-// implementation as the control; bf16 outputs are rounded to bf16 first, as the contracts declare
-// them. A ratio over 1.2 fails ORD-03.
+// implementation as the control; 16-bit outputs are rounded to their dtype first, as the contracts
+// declare them. A ratio over 1.2 fails ORD-03.
 //
 //   g++ -O2 -ffp-contract=off -std=c++20 -pthread -Iinclude bench/gdn_ord03_emulated.cpp \
 //       gdn/oracle/gdn_oracle.cpp gdn/problem.cpp -o gdn_ord03_emulated
-//   ./gdn_ord03_emulated [seeds] [member] [K] [dtype]   (defaults: 2, every member, 128, 1 bf16)
+//   ./gdn_ord03_emulated [seeds] [member] [K] [dtype]   (defaults: 2, every member, 128, 1 bf16;
+//                                                        2 is fp16)
 //
 // B1 T130 H2 HV4, K = V (128 as the contracts), one line per kernel version and seed. Version 2
 // at K = 128 takes about a minute per member and seed on one core.
@@ -40,6 +42,10 @@ float to_bf16(float x) {
     return x;
 }
 
+// The contracts' 16-bit dtype: fp16 for dtype 2, bf16 otherwise.
+int io_dtype = 1;
+float to_io(float x) { return io_dtype == 2 ? float(_Float16(x)) : to_bf16(x); }
+
 using Tensors = cuda::emulation::RunOutputs;
 
 struct Inputs {
@@ -55,10 +61,10 @@ double envelope_error(const std::vector<float>& y, const std::vector<double>& re
     return num / (den + std::numeric_limits<double>::min());
 }
 
-// The contracts' bf16 outputs, rounded.
+// The contracts' 16-bit outputs, rounded.
 void round_outputs(Tensors& t) {
     for (auto* x : {&t.o, &t.dq, &t.dk, &t.dv, &t.dbeta})
-        for (float& e : *x) e = to_bf16(e);
+        for (float& e : *x) e = to_io(e);
 }
 
 Inputs draw(const Problem& p, uint32_t seed) {
@@ -67,9 +73,9 @@ Inputs draw(const Problem& p, uint32_t seed) {
     std::normal_distribution<double> n01(0.0, 1.0);
     std::uniform_real_distribution<double> u01(0.0, 1.0);
     const double key_std = 1.0 / std::sqrt(double(s.K)), key_max = std::sqrt(2.0 / double(s.K));
-    auto fill = [&](std::vector<float>& x, int64_t n, auto gen, bool bf16) {
+    auto fill = [&](std::vector<float>& x, int64_t n, auto gen, bool io16) {
         x.resize(n);
-        for (float& e : x) e = bf16 ? to_bf16(float(gen())) : float(gen());
+        for (float& e : x) e = io16 ? to_io(float(gen())) : float(gen());
     };
     Inputs in;
     fill(in.q, s.qk_size(), [&] { return n01(rng); }, true);
@@ -102,6 +108,8 @@ int main(int argc, char** argv) {
     const std::string only = argc > 2 ? argv[2] : "";
     const int64_t K = argc > 3 ? std::atoll(argv[3]) : 128;
     const int dtype = argc > 4 ? std::atoi(argv[4]) : 1;
+    io_dtype = dtype;
+    const double io_floor = dtype == 2 ? 0x1p-10 : 0x1p-7;   // 2u(fp16), 2u(bf16)
     const Shape s{1, 130, 2, 4, K, K, {}};
     for (Member m : all_members()) {
         if (!only.empty() && only != member_name(m)) continue;
@@ -136,11 +144,11 @@ int main(int argc, char** argv) {
                 const std::vector<double>* ref;
                 double floor;   // 2u of the output's dtype
             };
-            std::vector<Output> outputs = {{"o", &Tensors::o, &o, 0x1p-7},     {"ht", &Tensors::ht, &ht, 0x1p-23},
-                                           {"dq", &Tensors::dq, &dq, 0x1p-7},  {"dk", &Tensors::dk, &dk, 0x1p-7},
-                                           {"dv", &Tensors::dv, &dv, 0x1p-7},  {"dh0", &Tensors::dh0, &dh0, 0x1p-23}};
+            std::vector<Output> outputs = {{"o", &Tensors::o, &o, io_floor},     {"ht", &Tensors::ht, &ht, 0x1p-23},
+                                           {"dq", &Tensors::dq, &dq, io_floor},  {"dk", &Tensors::dk, &dk, io_floor},
+                                           {"dv", &Tensors::dv, &dv, io_floor},  {"dh0", &Tensors::dh0, &dh0, 0x1p-23}};
             if (m.gate != GateKind::none) outputs.push_back({"dg", &Tensors::dg, &dg, 0x1p-23});
-            if (m.delta) outputs.push_back({"dbeta", &Tensors::dbeta, &dbeta, 0x1p-7});
+            if (m.delta) outputs.push_back({"dbeta", &Tensors::dbeta, &dbeta, io_floor});
             std::printf("%s seed %d, control err:", member_name(m), seed);
             for (const Output& x : outputs) std::printf(" %s %.2e", x.name, envelope_error(control.*(x.field), *x.ref));
             std::printf("\n");

@@ -14,9 +14,9 @@ KCV_EXPORT const char* kcv_kernel_name(void) { return "gdn_forward (CUDA recurre
 KCV_EXPORT const char* kcv_kernel_manifest(void) {
     return R"j({"role": "candidate", "name": "gdn_forward", "device": "cuda",)j"
            R"j( "description": "the recurrence forward of gdn/cuda: chunked (C = 64), tensor cores for bf16/f16 inputs",)j"
-           R"j( "contracts": ["gdn-forward-linear-attention", "gdn-forward-ssd", "gdn-forward-gla",)j"
-           R"j( "gdn-forward-gdn", "gdn-forward-kda", "gdn-forward-linear-attention-bf16", "gdn-forward-ssd-bf16",)j"
-           R"j( "gdn-forward-gla-bf16", "gdn-forward-gdn-bf16", "gdn-forward-kda-bf16"]})j";
+           R"j( "contracts": ["gdn-forward-linear-attention", "gdn-forward-ssd", "gdn-forward-gla", "gdn-forward-gdn", "gdn-forward-kda",)j"
+           R"j( "gdn-forward-linear-attention-bf16", "gdn-forward-ssd-bf16", "gdn-forward-gla-bf16", "gdn-forward-gdn-bf16", "gdn-forward-kda-bf16",)j"
+           R"j( "gdn-forward-linear-attention-f16", "gdn-forward-ssd-f16", "gdn-forward-gla-f16", "gdn-forward-gdn-f16", "gdn-forward-kda-f16"]})j";
 }
 
 KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }
