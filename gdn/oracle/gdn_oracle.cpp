@@ -33,24 +33,26 @@ struct Layout {
 };
 
 // The per-token coefficients of one value head: D_t = Diag(decay), b_t = b·1, w_t = w·1.
+template <class Real>
 struct Token {
-    const double* q;
-    const double* k;
-    const double* v;
-    std::vector<double> decay;
-    double b, w;
+    const Real* q;
+    const Real* k;
+    const Real* v;
+    std::vector<Real> decay;
+    Real b, w;
 };
 
-Token load_token(const Problem& p, const Layout& L, const double* q, const double* k, const double* v,
-                 const double* g, const double* beta, const Sequence& seq, int64_t t, int64_t hv) {
+template <class Real>
+Token<Real> load_token(const Problem& p, const Layout& L, const Real* q, const Real* k, const Real* v,
+                 const Real* g, const Real* beta, const Sequence& seq, int64_t t, int64_t hv) {
     const int64_t K = p.shape.K;
-    Token tk{q + L.qk(seq, t, hv), k + L.qk(seq, t, hv), v + L.vo(seq, t, hv), std::vector<double>(K, 1.0),
+    Token<Real> tk{q + L.qk(seq, t, hv), k + L.qk(seq, t, hv), v + L.vo(seq, t, hv), std::vector<Real>(K, 1.0),
              0.0, 1.0};
     if (p.member.gate == GateKind::scalar) {
-        const double d = std::exp(g[L.head(seq, t, hv)]);
+        const Real d = std::exp(g[L.head(seq, t, hv)]);
         for (int64_t i = 0; i < K; ++i) tk.decay[i] = d;
     } else if (p.member.gate == GateKind::channel) {
-        const double* gc = g + L.head(seq, t, hv) * K;
+        const Real* gc = g + L.head(seq, t, hv) * K;
         for (int64_t i = 0; i < K; ++i) tk.decay[i] = std::exp(gc[i]);
     }
     if (p.member.delta) tk.b = tk.w = beta[L.head(seq, t, hv)];
@@ -60,12 +62,14 @@ Token load_token(const Problem& p, const Layout& L, const double* q, const doubl
 // One step of the recurrence. In: S = S_{t−1}, M = M_{t−1}. Out: S = S_t, M = M_t, and the
 // intermediates the adjoint needs: Sd = D_t S_{t−1}, Md = D_t M_{t−1},
 // u = w ⊙ v − Sdᵀ (b ⊙ k) (the vector written into the state along k).
+template <class Real>
 struct StepScratch {
-    std::vector<double> Sd, Md, u, u_mag, pmag;
+    std::vector<Real> Sd, Md, u, u_mag, pmag;
 };
 
-void advance(const Token& tk, int64_t K, int64_t V, std::vector<double>& S, std::vector<double>& M,
-             StepScratch& x) {
+template <class Real>
+void advance(const Token<Real>& tk, int64_t K, int64_t V, std::vector<Real>& S, std::vector<Real>& M,
+             StepScratch<Real>& x) {
     x.Sd.resize(K * V);
     x.Md.resize(K * V);
     x.u.assign(V, 0.0);
@@ -78,7 +82,7 @@ void advance(const Token& tk, int64_t K, int64_t V, std::vector<double>& S, std:
         }
     // p = Sdᵀ (b ⊙ k): the part of the state along the key that the delta rule replaces.
     for (int64_t i = 0; i < K && tk.b != 0.0; ++i) {
-        const double bk = tk.b * tk.k[i];
+        const Real bk = tk.b * tk.k[i];
         for (int64_t j = 0; j < V; ++j) {
             x.u[j] -= bk * x.Sd[i * V + j];
             x.pmag[j] += std::abs(bk) * std::abs(x.Sd[i * V + j]);
@@ -96,44 +100,45 @@ void advance(const Token& tk, int64_t K, int64_t V, std::vector<double>& S, std:
         }
 }
 
-void init_state(const Problem& p, const Layout& L, const double* h0, int64_t n, int64_t hv,
-                std::vector<double>& S, std::vector<double>& M) {
+template <class Real>
+void init_state(const Problem& p, const Layout& L, const Real* h0, int64_t n, int64_t hv,
+                std::vector<Real>& S, std::vector<Real>& M) {
     const int64_t KV = p.shape.K * p.shape.V;
     S.assign(KV, 0.0);
     M.assign(KV, 0.0);
     if (h0 == nullptr) return;
-    const double* src = h0 + L.state(n, hv);
+    const Real* src = h0 + L.state(n, hv);
     for (int64_t e = 0; e < KV; ++e) {
         S[e] = src[e];
         M[e] = std::abs(src[e]);
     }
 }
 
-}  // namespace
-
-void forward(const Problem& p, const ForwardArgs& a) {
+template <class Real>
+void forward_in(const Problem& p, const ForwardArgsT<Real>& a) {
     validate(p);
     if (a.o == nullptr) throw std::invalid_argument("recurrence forward: o is required");
     const Layout L(p.shape);
     const int64_t K = p.shape.K, V = p.shape.V, KV = K * V;
-    std::vector<double> S, M;
-    StepScratch x;
+    std::vector<Real> S, M;
+    const Real scale = Real(p.scale);
+    StepScratch<Real> x;
     for (int64_t n = 0; n < p.shape.sequences(); ++n) {
         const Sequence& seq = L.seqs[n];
         for (int64_t hv = 0; hv < p.shape.HV; ++hv) {
             init_state(p, L, a.h0, n, hv, S, M);
             for (int64_t t = 0; t < seq.length; ++t) {
-                const Token tk = load_token(p, L, a.q, a.k, a.v, a.g, a.beta, seq, t, hv);
+                const Token<Real> tk = load_token(p, L, a.q, a.k, a.v, a.g, a.beta, seq, t, hv);
                 advance(tk, K, V, S, M, x);
-                double* o = a.o + L.vo(seq, t, hv);
-                double* os = a.o_scale ? a.o_scale + L.vo(seq, t, hv) : nullptr;
+                Real* o = a.o + L.vo(seq, t, hv);
+                Real* os = a.o_scale ? a.o_scale + L.vo(seq, t, hv) : nullptr;
                 for (int64_t j = 0; j < V; ++j) {
-                    double acc = 0.0, mag = 0.0;
+                    Real acc = 0.0, mag = 0.0;
                     for (int64_t i = 0; i < K; ++i) {
                         acc += tk.q[i] * S[i * V + j];
                         mag += std::abs(tk.q[i]) * M[i * V + j];
                     }
-                    o[j] = p.scale * acc;
+                    o[j] = scale * acc;
                     if (os) os[j] = std::abs(p.scale) * mag;
                 }
             }
@@ -156,7 +161,8 @@ void forward(const Problem& p, const ForwardArgs& a) {
 // + Σ_v |dht| ⊙ M_T: g enters only through the cumulative decay, and
 // dg_t = Σ_{s≥t} (q_s ⊙ dq_s − k_s ⊙ dk_s + …) is the form every chunked implementation sums
 // (a reverse cumulative sum of dγ), whose terms cancel to the token form's much smaller value.
-void backward(const Problem& p, const BackwardArgs& a) {
+template <class Real>
+void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
     validate(p);
     if (!a.d_o || !a.dq || !a.dk || !a.dv)
         throw std::invalid_argument("recurrence backward: d_o, dq, dk and dv are required");
@@ -164,7 +170,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
     const Shape& s = p.shape;
     const int64_t K = s.K, V = s.V, KV = K * V;
     const bool gated = p.member.gate != GateKind::none;
-    const double scale_mag = std::abs(p.scale);
+    const Real scale = Real(p.scale), scale_mag = std::abs(scale);
 
     // dq and dk sum over value heads; everything else is written once per element.
     for (int64_t e = 0; e < s.qk_size(); ++e) {
@@ -173,10 +179,10 @@ void backward(const Problem& p, const BackwardArgs& a) {
         if (a.dk_scale) a.dk_scale[e] = 0.0;
     }
 
-    std::vector<double> S, M, dS, G, dSd, Gd, du, du_mag, dbk, dbk_mag, S_t, M_t, R;
-    std::vector<std::vector<double>> S_prev, M_prev;   // inside the current segment
-    std::vector<std::vector<double>> S_ckpt, M_ckpt;   // at segment starts
-    StepScratch x;
+    std::vector<Real> S, M, dS, G, dSd, Gd, du, du_mag, dbk, dbk_mag, S_t, M_t, R;
+    std::vector<std::vector<Real>> S_prev, M_prev;   // inside the current segment
+    std::vector<std::vector<Real>> S_ckpt, M_ckpt;   // at segment starts
+    StepScratch<Real> x;
     for (int64_t n = 0; n < s.sequences(); ++n) {
         const Sequence& seq = L.seqs[n];
         const int64_t segments = (seq.length + kSegment - 1) / kSegment;
@@ -213,21 +219,21 @@ void backward(const Problem& p, const BackwardArgs& a) {
                     if (t + 1 < t1) advance(token(t), K, V, S, M, x);
                 }
                 for (int64_t t = t1 - 1; t >= t0; --t) {
-                    const Token tk = token(t);
+                    const Token<Real> tk = token(t);
                     S_t = S_prev[t - t0];
                     M_t = M_prev[t - t0];
                     advance(tk, K, V, S_t, M_t, x);   // S_t, M_t; x holds Sd, Md, u
-                    const double* dout = a.d_o + L.vo(seq, t, hv);
+                    const Real* dout = a.d_o + L.vo(seq, t, hv);
                     for (int64_t i = 0; i < K; ++i)
                         for (int64_t j = 0; j < V; ++j) {
-                            dS[i * V + j] += p.scale * tk.q[i] * dout[j];
+                            dS[i * V + j] += scale * tk.q[i] * dout[j];
                             G[i * V + j] += scale_mag * std::abs(tk.q[i]) * std::abs(dout[j]);
                         }
                     const int64_t qk = L.qk(seq, t, hv), vo = L.vo(seq, t, hv);
                     du.assign(V, 0.0);
                     du_mag.assign(V, 0.0);
                     for (int64_t i = 0; i < K; ++i) {
-                        double dq = 0.0, dq_mag = 0.0, dk = 0.0, dk_mag = 0.0;
+                        Real dq = 0.0, dq_mag = 0.0, dk = 0.0, dk_mag = 0.0;
                         for (int64_t j = 0; j < V; ++j) {
                             dq += S_t[i * V + j] * dout[j];
                             dq_mag += M_t[i * V + j] * std::abs(dout[j]);
@@ -236,7 +242,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
                             du[j] += dS[i * V + j] * tk.k[i];
                             du_mag[j] += G[i * V + j] * std::abs(tk.k[i]);
                         }
-                        a.dq[qk + i] += p.scale * dq;
+                        a.dq[qk + i] += scale * dq;
                         a.dk[qk + i] += dk;
                         R[i] += std::abs(tk.q[i]) * scale_mag * dq_mag + std::abs(tk.k[i]) * dk_mag;
                         if (a.dq_scale) a.dq_scale[qk + i] += scale_mag * dq_mag;
@@ -252,12 +258,12 @@ void backward(const Problem& p, const BackwardArgs& a) {
                         // dbk = Sd dp with dp = −du: the gradient of b ⊙ k.
                         dbk.assign(K, 0.0);
                         dbk_mag.assign(K, 0.0);
-                        double dw = 0.0, dw_mag = 0.0, db = 0.0, db_mag = 0.0;
+                        Real dw = 0.0, dw_mag = 0.0, db = 0.0, db_mag = 0.0;
                         for (int64_t j = 0; j < V; ++j) {
                             dw += tk.v[j] * du[j];
                             dw_mag += std::abs(tk.v[j]) * du_mag[j];
                         }
-                        std::vector<double> kdS(V, 0.0);
+                        std::vector<Real> kdS(V, 0.0);
                         for (int64_t i = 0; i < K; ++i)
                             for (int64_t j = 0; j < V; ++j) {
                                 dbk[i] -= x.Sd[i * V + j] * du[j];
@@ -269,7 +275,7 @@ void backward(const Problem& p, const BackwardArgs& a) {
                             if (a.dk_scale) a.dk_scale[qk + i] += std::abs(tk.b) * dbk_mag[i];
                             db += tk.k[i] * dbk[i];
                             db_mag += std::abs(tk.k[i]) * dbk_mag[i];
-                            R[i] += 2.0 * std::abs(tk.b * tk.k[i]) * dbk_mag[i];
+                            R[i] += Real(2) * std::abs(tk.b * tk.k[i]) * dbk_mag[i];
                             for (int64_t j = 0; j < V; ++j) {
                                 dSd[i * V + j] -= tk.b * tk.k[i] * du[j];
                                 Gd[i * V + j] += std::abs(tk.b * tk.k[i]) * kdS[j];
@@ -280,9 +286,9 @@ void backward(const Problem& p, const BackwardArgs& a) {
                         if (a.dbeta_scale) a.dbeta_scale[hb] = dw_mag + db_mag;
                     }
                     if (gated) {
-                        double total = 0.0, total_mag = 0.0;
+                        Real total = 0.0, total_mag = 0.0;
                         for (int64_t i = 0; i < K; ++i) {
-                            double dg = 0.0, dg_mag = 0.0;
+                            Real dg = 0.0, dg_mag = 0.0;
                             for (int64_t j = 0; j < V; ++j) {
                                 dg += dSd[i * V + j] * x.Sd[i * V + j];
                                 dg_mag += Gd[i * V + j] * x.Md[i * V + j];
@@ -316,5 +322,12 @@ void backward(const Problem& p, const BackwardArgs& a) {
         }
     }
 }
+
+}  // namespace
+
+void forward(const Problem& p, const ForwardArgs& a) { forward_in(p, a); }
+void forward(const Problem& p, const ForwardArgsF32& a) { forward_in(p, a); }
+void backward(const Problem& p, const BackwardArgs& a) { backward_in(p, a); }
+void backward(const Problem& p, const BackwardArgsF32& a) { backward_in(p, a); }
 
 }  // namespace kcv::gdn

@@ -1,5 +1,7 @@
 // The gated linear recurrence in float64, token by token: the reference every recurrence kernel
-// is judged against, forward and its exact adjoint. Framework-free: plain row-major arrays.
+// is judged against, forward and its exact adjoint. Framework-free: plain row-major arrays. The
+// same steps in float32 (the ...F32 argument structs) are the token-by-token positive control
+// (kernels/controls/gdn_recurrent_*.cpp): the recurrent form, beside the chunked one of gdn/cpu.
 //
 //     S_t = (I − k_t (b_t ⊙ k_t)ᵀ) · Diag(exp(g_t)) · S_{t−1} + k_t (w_t ⊙ v_t)ᵀ
 //     o_t = scale · S_tᵀ q_t
@@ -37,45 +39,53 @@
 namespace kcv::gdn {
 
 // Inputs: g is ignored for gate none, beta without the delta term; h0 may be null (zero state).
-struct ForwardArgs {
-    const double* q = nullptr;
-    const double* k = nullptr;
-    const double* v = nullptr;
-    const double* g = nullptr;
-    const double* beta = nullptr;
-    const double* h0 = nullptr;
-    double* o = nullptr;          // required
-    double* ht = nullptr;         // final state; may be null
-    double* o_scale = nullptr;    // magnitude scales; may be null
-    double* ht_scale = nullptr;
+template <class Real>
+struct ForwardArgsT {
+    const Real* q = nullptr;
+    const Real* k = nullptr;
+    const Real* v = nullptr;
+    const Real* g = nullptr;
+    const Real* beta = nullptr;
+    const Real* h0 = nullptr;
+    Real* o = nullptr;          // required
+    Real* ht = nullptr;         // final state; may be null
+    Real* o_scale = nullptr;    // magnitude scales; may be null
+    Real* ht_scale = nullptr;
 };
+using ForwardArgs = ForwardArgsT<double>;
+using ForwardArgsF32 = ForwardArgsT<float>;
 void forward(const Problem& p, const ForwardArgs& a);
+void forward(const Problem& p, const ForwardArgsF32& a);
 
 // The exact adjoint of forward() for the loss ⟨do, o⟩ + ⟨dht, ht⟩. dht may be null (zero).
 // Outputs dg, dbeta, dh0 are written where non-null and meaningful for the member (dg needs a
 // gate, dbeta the delta term). Scale pointers may be null.
-struct BackwardArgs {
-    const double* q = nullptr;
-    const double* k = nullptr;
-    const double* v = nullptr;
-    const double* g = nullptr;
-    const double* beta = nullptr;
-    const double* h0 = nullptr;
-    const double* d_o = nullptr;  // required
-    const double* dht = nullptr;
-    double* dq = nullptr;         // required
-    double* dk = nullptr;         // required
-    double* dv = nullptr;         // required
-    double* dg = nullptr;
-    double* dbeta = nullptr;
-    double* dh0 = nullptr;
-    double* dq_scale = nullptr;
-    double* dk_scale = nullptr;
-    double* dv_scale = nullptr;
-    double* dg_scale = nullptr;
-    double* dbeta_scale = nullptr;
-    double* dh0_scale = nullptr;
+template <class Real>
+struct BackwardArgsT {
+    const Real* q = nullptr;
+    const Real* k = nullptr;
+    const Real* v = nullptr;
+    const Real* g = nullptr;
+    const Real* beta = nullptr;
+    const Real* h0 = nullptr;
+    const Real* d_o = nullptr;  // required
+    const Real* dht = nullptr;
+    Real* dq = nullptr;         // required
+    Real* dk = nullptr;         // required
+    Real* dv = nullptr;         // required
+    Real* dg = nullptr;
+    Real* dbeta = nullptr;
+    Real* dh0 = nullptr;
+    Real* dq_scale = nullptr;
+    Real* dk_scale = nullptr;
+    Real* dv_scale = nullptr;
+    Real* dg_scale = nullptr;
+    Real* dbeta_scale = nullptr;
+    Real* dh0_scale = nullptr;
 };
+using BackwardArgs = BackwardArgsT<double>;
+using BackwardArgsF32 = BackwardArgsT<float>;
 void backward(const Problem& p, const BackwardArgs& a);
+void backward(const Problem& p, const BackwardArgsF32& a);
 
 }  // namespace kcv::gdn

@@ -1,7 +1,8 @@
 // The recurrence positive controls behind the native ABI (kernels/controls/gdn_*.cpp): called
-// through kcv_kernel with hand-built DLPack tensors, they must reproduce the chunked
-// implementation bit for bit, honour strides and 16-bit dtypes, refuse operand lists that do not
-// match their attributes, and describe themselves in the manifest.
+// through kcv_kernel with hand-built DLPack tensors, they must reproduce their implementation bit
+// for bit (the chunked one of gdn/cpu; the oracle's steps in float32 for the recurrent form),
+// honour strides and 16-bit dtypes, refuse operand lists that do not match their attributes, and
+// describe themselves in the manifest.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -79,7 +80,7 @@ struct HostTensor {
 };
 
 TEST(GdnControls, ManifestsNameEveryMemberContract) {
-    for (const char* name : {"gdn_forward", "gdn_backward"}) {
+    for (const char* name : {"gdn_forward", "gdn_backward", "gdn_recurrent_forward", "gdn_recurrent_backward"}) {
         Library lib(name);
         ASSERT_NE(lib.handle, nullptr) << dlerror();
         auto manifest = lib.get<const char* (*)()>("kcv_kernel_manifest");
@@ -87,7 +88,7 @@ TEST(GdnControls, ManifestsNameEveryMemberContract) {
         const auto j = nlohmann::json::parse(manifest());
         EXPECT_EQ(j.at("role"), "control");
         EXPECT_EQ(j.at("name"), name);
-        const std::string kind = std::string(name) == "gdn_forward" ? "forward" : "backward";
+        const std::string kind = std::string(name).ends_with("forward") ? "forward" : "backward";
         std::vector<std::string> want;
         for (const char* m : {"linear-attention", "ssd", "gla", "gdn", "kda"}) want.push_back("gdn-" + kind + "-" + m);
         EXPECT_EQ(j.at("contracts").get<std::vector<std::string>>(), want);
@@ -162,6 +163,115 @@ TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
         EXPECT_EQ(dh0.logical(), wdh0) << kcv::gdn::member_name(m);
         if (m.gate != GateKind::none) EXPECT_EQ(dg.logical(), wdg) << kcv::gdn::member_name(m);
         if (m.delta) EXPECT_EQ(db.logical(), wdb) << kcv::gdn::member_name(m);
+    }
+}
+
+// The recurrent form: the oracle's steps in float32, bit for bit through the ABI, and within
+// float32's reach of the float64 oracle (relative to the output's largest magnitude), not a copy
+// of the chunked control (a second formulation is what makes it a second control).
+TEST(GdnControls, RecurrentFormIsTheOraclesStepsInFloat32) {
+    Library fwd("gdn_recurrent_forward"), bwd("gdn_recurrent_backward");
+    ASSERT_NE(fwd.handle, nullptr) << dlerror();
+    ASSERT_NE(bwd.handle, nullptr) << dlerror();
+    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
+    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
+    ASSERT_TRUE(run_fwd && run_bwd);
+    const int64_t B = 1, T = 70, H = 1, HV = 2, K = 8, V = 4;
+    std::mt19937 rng(9);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    auto rel = [](const std::vector<float>& y, const std::vector<double>& ref) {
+        double err = 0.0, top = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+            err = std::max(err, std::abs(double(y[i]) - ref[i]));
+            top = std::max(top, std::abs(ref[i]));
+        }
+        return err / top;
+    };
+    for (kcv::gdn::Member m : kcv::gdn::all_members()) {
+        SCOPED_TRACE(kcv::gdn::member_name(m));
+        HostTensor q({B, T, H, K}, true), k({B, T, H, K}), v({B, T, HV, V}),
+            g(m.gate == GateKind::channel ? std::vector<int64_t>{B, T, HV, K} : std::vector<int64_t>{B, T, HV}),
+            beta({B, T, HV}), h0({B, HV, K, V}), d_o({B, T, HV, V}), dht({B, HV, K, V});
+        for (HostTensor* t : {&q, &k, &v, &h0, &d_o, &dht})
+            for (int64_t i = 0; i < t->numel(); ++i) t->at(i) = n01(rng) * (t == &k ? 0.35f : 1.0f);
+        for (int64_t i = 0; i < g.numel(); ++i) g.at(i) = -std::abs(n01(rng)) * 0.3f;
+        for (int64_t i = 0; i < beta.numel(); ++i) beta.at(i) = 0.5f + 0.4f * std::tanh(n01(rng));
+        std::vector<DLTensor> inputs = {q.dl, k.dl, v.dl};
+        if (m.gate != GateKind::none) inputs.push_back(g.dl);
+        if (m.delta) inputs.push_back(beta.dl);
+        inputs.push_back(h0.dl);
+        const double scale = 0.5;
+        std::vector<kcv_attribute> attrs = {{"gate", double(int(m.gate))}, {"delta", m.delta ? 1.0 : 0.0},
+                                            {"scale", scale}, {"initial_state", 1.0}, {"final_state", 1.0}};
+        HostTensor o({B, T, HV, V}), ht({B, HV, K, V});
+        std::vector<DLTensor> outs = {o.dl, ht.dl};
+        kcv_call call{KCV_ABI_VERSION, "gdn-forward", int32_t(inputs.size()), inputs.data(), 2, outs.data(),
+                      int32_t(attrs.size()), attrs.data(), nullptr};
+        ASSERT_EQ(run_fwd(&call), 0);
+        std::vector<DLTensor> bin = inputs;
+        bin.push_back(d_o.dl);
+        bin.push_back(dht.dl);
+        HostTensor dq({B, T, H, K}), dk({B, T, H, K}), dv({B, T, HV, V}), dg(g.shape), db({B, T, HV}), dh0({B, HV, K, V});
+        std::vector<DLTensor> bouts = {dq.dl, dk.dl, dv.dl};
+        if (m.gate != GateKind::none) bouts.push_back(dg.dl);
+        if (m.delta) bouts.push_back(db.dl);
+        bouts.push_back(dh0.dl);
+        kcv_call bcall{KCV_ABI_VERSION, "gdn-backward", int32_t(bin.size()), bin.data(), int32_t(bouts.size()),
+                       bouts.data(), int32_t(attrs.size()), attrs.data(), nullptr};
+        ASSERT_EQ(run_bwd(&bcall), 0);
+
+        const kcv::gdn::Problem p{m, kcv::gdn::Shape{B, T, H, HV, K, V, {}}, scale};
+        const auto ql = q.logical(), kl = k.logical(), vl = v.logical(), gl = g.logical(), bl = beta.logical(),
+                   hl = h0.logical(), dol = d_o.logical(), dhl = dht.logical();
+        // The oracle's steps in float32, called directly.
+        std::vector<float> fo(size_t(o.numel())), fht(size_t(ht.numel())), fdq(size_t(dq.numel())), fdk(fdq.size()),
+            fdv(size_t(dv.numel())), fdg(size_t(dg.numel())), fdb(size_t(db.numel())), fdh0(size_t(dh0.numel()));
+        kcv::gdn::ForwardArgsF32 fa;
+        fa.q = ql.data(); fa.k = kl.data(); fa.v = vl.data(); fa.g = gl.data(); fa.beta = bl.data(); fa.h0 = hl.data();
+        fa.o = fo.data(); fa.ht = fht.data();
+        kcv::gdn::forward(p, fa);
+        kcv::gdn::BackwardArgsF32 ba;
+        ba.q = ql.data(); ba.k = kl.data(); ba.v = vl.data(); ba.g = gl.data(); ba.beta = bl.data(); ba.h0 = hl.data();
+        ba.d_o = dol.data(); ba.dht = dhl.data(); ba.dq = fdq.data(); ba.dk = fdk.data(); ba.dv = fdv.data();
+        ba.dg = fdg.data(); ba.dbeta = fdb.data(); ba.dh0 = fdh0.data();
+        kcv::gdn::backward(p, ba);
+        EXPECT_EQ(o.logical(), fo);
+        EXPECT_EQ(ht.logical(), fht);
+        EXPECT_EQ(dq.logical(), fdq);
+        EXPECT_EQ(dk.logical(), fdk);
+        EXPECT_EQ(dv.logical(), fdv);
+        EXPECT_EQ(dh0.logical(), fdh0);
+        if (m.gate != GateKind::none) EXPECT_EQ(dg.logical(), fdg);
+        if (m.delta) EXPECT_EQ(db.logical(), fdb);
+
+        // The float64 oracle on the same (float32) inputs.
+        auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+        const auto q64 = widen(ql), k64 = widen(kl), v64 = widen(vl), g64 = widen(gl), b64 = widen(bl),
+                   h64 = widen(hl), ddo = widen(dol), ddht = widen(dhl);
+        std::vector<double> ro(fo.size()), rht(fht.size()), rdq(fdq.size()), rdk(fdk.size()), rdv(fdv.size()),
+            rdg(fdg.size()), rdb(fdb.size()), rdh0(fdh0.size());
+        kcv::gdn::ForwardArgs da;
+        da.q = q64.data(); da.k = k64.data(); da.v = v64.data(); da.g = g64.data(); da.beta = b64.data();
+        da.h0 = h64.data(); da.o = ro.data(); da.ht = rht.data();
+        kcv::gdn::forward(p, da);
+        kcv::gdn::BackwardArgs dba;
+        dba.q = q64.data(); dba.k = k64.data(); dba.v = v64.data(); dba.g = g64.data(); dba.beta = b64.data();
+        dba.h0 = h64.data(); dba.d_o = ddo.data(); dba.dht = ddht.data(); dba.dq = rdq.data(); dba.dk = rdk.data();
+        dba.dv = rdv.data(); dba.dg = rdg.data(); dba.dbeta = rdb.data(); dba.dh0 = rdh0.data();
+        kcv::gdn::backward(p, dba);
+        for (auto [y, ref] : {std::pair{&fo, &ro}, {&fht, &rht}, {&fdq, &rdq}, {&fdk, &rdk}, {&fdv, &rdv}, {&fdh0, &rdh0}}) {
+            const double r = rel(*y, *ref);
+            EXPECT_LT(r, 1e-5);
+            EXPECT_GT(r, 0.0) << "float32 arithmetic cannot be exact on these inputs";
+        }
+        if (m.gate != GateKind::none) EXPECT_LT(rel(fdg, rdg), 1e-5);
+        if (m.delta) EXPECT_LT(rel(fdb, rdb), 1e-5);
+
+        // Not the chunked control's numbers.
+        std::vector<float> co(fo.size()), cht(fht.size());
+        kcv::gdn::cpu::chunked_forward(p, {ql.data(), kl.data(), vl.data(), gl.data(), bl.data(), hl.data(), co.data(),
+                                           cht.data()});
+        EXPECT_NE(cht, fht);
     }
 }
 
