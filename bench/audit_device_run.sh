@@ -32,6 +32,8 @@
 #   gdn-train  examples/train_gdn.py through the installed package (GDN_TRAIN_STEPS, default 500)
 #   mma-subnormals  bench/mma_subnormals.cu: what cvt.rna.tf32, mma.sync (TF32, bf16) and float32
 #              arithmetic do with subnormal operands and results on this GPU
+#   wgmma-probe  bench/wgmma_probe.cu: wgmma (bf16, tf32, 3xTF32) on TMA-loaded swizzled shared
+#              memory checked bit for bit, their dense throughput, and TMA's streaming bandwidth
 #   audit:NAME kcv audit of the corpus in .corpora/NAME/corpus.jsonl (written by
 #              `kcv corpus ... --bundle`), through bench/verifier_bench.py, resuming the journal
 #              .corpora/journals/NAME.jsonl, which stays on the machine between calls while it is warm
@@ -218,6 +220,11 @@ PY
       { nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a bench/mma_subnormals.cu -o /tmp/mma_subnormals &&
         timeout "$(cap 60 10)" /tmp/mma_subnormals; } > "$LOG/mma_subnormals.log" 2>&1
       cat "$LOG/mma_subnormals.log"
+      ;;
+    wgmma-probe)
+      { nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/wgmma_probe.cu -o /tmp/wgmma_probe &&
+          timeout "$(cap 120 10)" /tmp/wgmma_probe; echo "wgmma probe exit: $?"; } > "$LOG/wgmma_probe.log" 2>&1
+      tail -14 "$LOG/wgmma_probe.log"
       ;;
     audit:*)
       name=${step#audit:}

@@ -1,0 +1,1103 @@
+// The Hopper building blocks the next recurrence kernels will stand on, each checked on its own:
+// wgmma.mma_async with operands in shared memory, loaded there by TMA (cp.async.bulk.tensor) with
+// the 128-byte swizzle, through matrix descriptors written by hand, and the accumulator written
+// back in the documented fragment layout. Every correctness case either prints PASS or names the
+// first element that differs (row, column, expected, got), so a wrong descriptor field, swizzle or
+// fragment index shows up as the case that broke and where.
+//
+//   A  bf16 × bf16 → f32, wgmma m64n128k16, A (64×64) and B (128×64) both K-major in shared
+//      memory (D = A·Bᵀ, four k-steps), TMA 2-D loads with SWIZZLE_128B and an mbarrier. Small
+//      integer inputs make every product and partial sum exact in float32, so the result must match
+//      the host bit for bit; random normal inputs are then checked against float64 with a tolerance.
+//      The first k-step runs with scale-d = 0 over accumulators holding garbage, so that path is
+//      checked too.
+//   B  the same with A from registers (four .b32 per thread per k-step, the m64nNk16 A fragment).
+//   C  tf32 wgmma m64n128k8, both operands K-major in shared memory, integer inputs bit for bit;
+//      then 3xTF32 (a = a_hi + a_lo, a_hi = cvt.rna.tf32(a), a_lo = cvt.rna.tf32(a - a_hi), product
+//      ≈ a_lo·b_hi + a_hi·b_lo + a_hi·b_hi) on random normal inputs, its error against float64 next
+//      to a single tf32 product's and a float32 host loop's: does the split recover float32 accuracy
+//      through wgmma?
+//   T  throughput: 2 CTAs per SM, one warpgroup each, looping wgmma m64n256k16 bf16 (and m64n128k8
+//      tf32) on operands resident in shared memory; TFLOP/s, median of 7 timed runs after a warm-up,
+//      and the ratio to the H200's nominal dense peaks (989 bf16, 494 tf32).
+//   M  TMA bandwidth: 1 GiB of bf16 streamed through a 6-stage ring in shared memory (one producer
+//      thread, four consumer warps summing the words so the loads are live, full/empty mbarriers),
+//      GB/s next to plain vector loads and cudaMemcpy device-to-device; the sums are checked against
+//      the host, so the stream also checks that TMA delivered every byte.
+//
+// Errors of random cases are max over elements of |got - exact| / sum_k |a_ik b_kj|: the error of a
+// dot product relative to the size of its terms, which is what rounding of inputs and partial sums
+// is measured against (an element-wise relative error is unbounded where terms cancel).
+//
+// Exit status 0 only if every correctness case passes. Needs sm_90a (H100/H200); no library beyond
+// the CUDA runtime: cuTensorMapEncodeTiled is taken through the runtime's driver entry point, so no
+// -lcuda.
+//
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/wgmma_probe.cu -o wgmma_probe
+//   ./wgmma_probe
+#include <cuda.h>  // CUtensorMap and the enums of cuTensorMapEncodeTiled; types only, nothing linked
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* g_stage = "setup";  // the case under way, named by any CUDA error
+
+#define CHECK(x)                                                                                     \
+    do {                                                                                             \
+        cudaError_t e_ = (x);                                                                        \
+        if (e_ != cudaSuccess) {                                                                     \
+            std::fprintf(stderr, "%s:%d: [%s] %s: %s\n", __FILE__, __LINE__, g_stage, #x,            \
+                         cudaGetErrorString(e_));                                                    \
+            std::exit(1);                                                                            \
+        }                                                                                            \
+    } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// Device primitives: shared-memory addresses, mbarriers, TMA, wgmma.
+// ---------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The 128-byte swizzle is a function of the shared-memory address (bits 4-6 XOR bits 7-9), and both
+// TMA and wgmma assume a tile starts on a 1024-byte boundary (eight 128-byte rows). Dynamic shared
+// memory is not promised that alignment, so kernels ask for 1 KiB extra and round up.
+__device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
+    return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u);
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Makes initialised barriers visible to the other threads and to the async proxy, through which
+// the TMA unit signals them. Followed by __syncthreads().
+__device__ __forceinline__ void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Arrives once and adds `bytes` to the transaction count the phase waits for; TMA's complete_tx
+// takes them off as the data lands.
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+    uint32_t ok;
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(ok)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return ok != 0;
+}
+
+// Waits for the phase of parity `parity` to complete. A barrier that never completes (a wrong
+// transaction count, a TMA that faulted) would hang the probe; after about ten seconds the kernel
+// traps instead, and the host names the case in the launch error.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    if (mbar_try_wait(bar, parity)) return;
+    const long long start = clock64();
+    while (!mbar_try_wait(bar, parity))
+        if (clock64() - start > 20000000000LL) __trap();
+}
+
+// One 2-D box of the tensor `map` at element coordinates (c0 along the contiguous dimension, c1
+// along rows) into shared memory at `dst`, completing `bar`'s transaction bytes. The map must be a
+// __grid_constant__ kernel parameter (or in global/const memory): its generic address is passed.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
+// Shared memory written by ordinary stores (the generic proxy) must be fenced before wgmma or TMA
+// (the async proxy) reads it. Data that TMA wrote and an mbarrier announced needs no fence.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// wgmma.fence: before the first wgmma, and whenever registers a wgmma reads (accumulators, an A
+// fragment) were written by other instructions. Chained wgmmas of one shape on the same
+// accumulators need none between them.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// The compiler sees a wgmma's accumulators as written when the asm statement issues, not when
+// wgmma.wait_group returns. An empty asm that "rewrites" each register after the wait keeps it from
+// moving reads of them above the wait, and one before the first wgmma keeps it from moving their
+// initialisation past wgmma.fence.
+template <int R>
+__device__ __forceinline__ void fence_operands(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void fence_operand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// Matrix descriptor of a K-major operand tile in shared memory with the 128-byte swizzle, as TMA
+// leaves it with SWIZZLE_128B and a box whose inner extent is exactly 128 bytes: row r of the tile
+// (an M or N index) is the 128 bytes at r·128, its 16-byte chunks permuted by r mod 8.
+//   bits  0-13  start address >> 4
+//   bits 16-29  leading-dimension byte offset >> 4: the step between core matrices along K. Not
+//               read for swizzled K-major layouts whose k-step lies within one 128-byte row (16
+//               bf16 or 8 tf32 = 32 bytes here); 1 by the usual convention.
+//   bits 32-45  stride-dimension byte offset >> 4: the step between groups of 8 rows along M/N,
+//               8 × 128 = 1024 bytes.
+//   bits 49-51  base offset: 0, the tile starts on a 1024-byte boundary. Stepping the start address
+//               by 32, 64, 96 bytes for the k-steps leaves address bits 7-9 alone, so it stays 0.
+//   bits 62-63  swizzle mode, 1 = 128-byte.
+__device__ __forceinline__ uint64_t desc_k_sw128(uint32_t smem_addr) {
+    return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
+           (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// The accumulator operands of the asm statements below: "%0, ..., %63" and "%0, ..., %127".
+#define KCV_D64                                                                                  \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "           \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define KCV_D128                                                                                 \
+    KCV_D64 ", "                                                                                 \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "           \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "           \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define KCV_F8(d, i)                                                                                    \
+    "+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]),           \
+        "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
+#define KCV_F64(d, i)                                                                                   \
+    KCV_F8(d, (i) + 0), KCV_F8(d, (i) + 8), KCV_F8(d, (i) + 16), KCV_F8(d, (i) + 24), KCV_F8(d, (i) + 32), \
+        KCV_F8(d, (i) + 40), KCV_F8(d, (i) + 48), KCV_F8(d, (i) + 56)
+
+// D (64×128 f32) = A (64×16 bf16, smem) · B (128×16 bf16, smem)ᵀ + (scale_d ? D : 0). Both operands
+// K-major, so imm-trans-a = imm-trans-b = 0; imm-scale-a = imm-scale-b = 1.
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" KCV_D64 "}, %64, %65, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : KCV_F64(d, 0)
+        : "l"(da), "l"(db), "r"(scale_d)
+        : "memory");
+}
+
+// The same with A from registers: a[0..3] is this thread's part of the 64×16 A tile (below).
+// Register-sourced A has no transpose immediate; imm-trans-b = 0 (B K-major).
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db,
+                                                         int scale_d) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" KCV_D64 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
+        "}\n"
+        : KCV_F64(d, 0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d)
+        : "memory");
+}
+
+// D (64×128 f32) = A (64×8 tf32, smem) · B (128×8 tf32, smem)ᵀ + (scale_d ? D : 0). tf32 takes only
+// K-major operands and has no transpose immediates.
+__device__ __forceinline__ void wgmma_m64n128k8_tf32_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" KCV_D64 "}, %64, %65, p, 1, 1;\n"
+        "}\n"
+        : KCV_F64(d, 0)
+        : "l"(da), "l"(db), "r"(scale_d)
+        : "memory");
+}
+
+// D (64×256 f32) = A (64×16 bf16, smem) · B (256×16 bf16, smem)ᵀ + D: the throughput loop's shape.
+__device__ __forceinline__ void wgmma_m64n256k16_bf16_ss(float (&d)[128], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" KCV_D128 "}, %128, %129, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : KCV_F64(d, 0), KCV_F64(d, 64)
+        : "l"(da), "l"(db), "r"(1)
+        : "memory");
+}
+
+// Writes the accumulators of an m64nN wgmma (R = N/2 registers per thread) to out (64×N,
+// row-major). Thread t of the warpgroup, warp w = t/32, lane l: register 4j + 2h + e holds
+// row 16w + l/4 + 8h, column 8j + 2(l%4) + e (h, e in {0, 1}), the m16n8 accumulator layout
+// repeated down the four warps and along N.
+template <int R>
+__device__ __forceinline__ void store_accumulators(const float (&d)[R], float* out) {
+    constexpr int N = 2 * R;
+    const int t = threadIdx.x & 127, w = t >> 5, l = t & 31;
+    const int row = 16 * w + (l >> 2), col = 2 * (l & 3);
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j) {
+        out[row * N + 8 * j + col] = d[4 * j + 0];
+        out[row * N + 8 * j + col + 1] = d[4 * j + 1];
+        out[(row + 8) * N + 8 * j + col] = d[4 * j + 2];
+        out[(row + 8) * N + 8 * j + col + 1] = d[4 * j + 3];
+    }
+}
+
+// Accumulators start as this, not zero, so that a first wgmma with scale-d = 0 that read them anyway
+// would show.
+constexpr float kGarbage = -1.0e30f;
+
+// ---------------------------------------------------------------------------------------------
+// Correctness kernels: one CTA, one warpgroup.
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kM = 64, kN = 128;
+constexpr int kKBf16 = 64;  // four k-steps of 16; one 128-byte swizzle row per tile row
+constexpr int kKTf32 = 32;  // four k-steps of 8; likewise 128 bytes
+constexpr uint32_t kTileA = kM * 128, kTileB = kN * 128;  // bytes: 8 KiB and 16 KiB
+
+// Case A: D = A·Bᵀ, A 64×64 and B 128×64 bf16, both by TMA into 128B-swizzled shared memory.
+__global__ void __launch_bounds__(128) bf16_ss_kernel(const __grid_constant__ CUtensorMap map_a,
+                                                      const __grid_constant__ CUtensorMap map_b, float* out) {
+    extern __shared__ uint8_t smem_raw[];
+    __shared__ alignas(8) uint64_t bar;
+    uint8_t* sa = align_1024(smem_raw);
+    uint8_t* sb = sa + kTileA;
+    const uint32_t b = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(b, kTileA + kTileB);
+        tma_load_2d(smem_u32(sa), &map_a, b, 0, 0);
+        tma_load_2d(smem_u32(sb), &map_b, b, 0, 0);
+    }
+    mbar_wait(b, 0);
+
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = kGarbage;
+    fence_operands(d);
+    wgmma_fence();
+    const uint64_t da = desc_k_sw128(smem_u32(sa)), db = desc_k_sw128(smem_u32(sb));
+#pragma unroll
+    for (int kk = 0; kk < kKBf16 / 16; ++kk)  // k-step kk starts 32·kk bytes into each row: +2·kk in >>4 units
+        wgmma_m64n128k16_bf16_ss(d, da + 2 * kk, db + 2 * kk, kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(d);
+    store_accumulators(d, out);
+}
+
+// Case B: A from registers, read straight from global (row-major 64×64 bf16); B by TMA as in A.
+// A fragment of warp w, lane l, g = l/4, c = 2(l%4), k-step kk (k0 = 16kk), each .b32 two
+// consecutive-k bf16 with the lower k in the low half:
+//   a0 = A[16w+g][k0+c..+1], a1 = A[16w+g+8][k0+c..+1], a2 = A[16w+g][k0+c+8..+9], a3 = A[16w+g+8][k0+c+8..+9]
+__global__ void __launch_bounds__(128) bf16_rs_kernel(const uint16_t* a_global,
+                                                      const __grid_constant__ CUtensorMap map_b, float* out) {
+    extern __shared__ uint8_t smem_raw[];
+    __shared__ alignas(8) uint64_t bar;
+    uint8_t* sb = align_1024(smem_raw);
+    const uint32_t b = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(b, kTileB);
+        tma_load_2d(smem_u32(sb), &map_b, b, 0, 0);
+    }
+
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, row = 16 * w + (l >> 2), c = 2 * (l & 3);
+    auto pair = [&](int r, int k) { return *reinterpret_cast<const uint32_t*>(a_global + r * kKBf16 + k); };
+    uint32_t a[kKBf16 / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kKBf16 / 16; ++kk) {
+        a[kk][0] = pair(row, 16 * kk + c);
+        a[kk][1] = pair(row + 8, 16 * kk + c);
+        a[kk][2] = pair(row, 16 * kk + c + 8);
+        a[kk][3] = pair(row + 8, 16 * kk + c + 8);
+    }
+    mbar_wait(b, 0);
+
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = kGarbage;
+    fence_operands(d);
+    wgmma_fence();  // orders the register writes of a[] and d[] before the wgmmas that read them
+    const uint64_t db = desc_k_sw128(smem_u32(sb));
+#pragma unroll
+    for (int kk = 0; kk < kKBf16 / 16; ++kk) wgmma_m64n128k16_bf16_rs(d, a[kk], db + 2 * kk, kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(d);
+#pragma unroll
+    for (int kk = 0; kk < kKBf16 / 16; ++kk)  // a[] must stay put until the wgmmas have read it
+        for (int i = 0; i < 4; ++i) fence_operand(a[kk][i]);
+    store_accumulators(d, out);
+}
+
+__device__ __forceinline__ float tf32_rna(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+
+// hi = tf32(x), lo = tf32(x - hi), both as float32 bit patterns with the low 13 bits zero.
+__global__ void tf32_split_kernel(const float* x, float* hi, float* lo, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float h = tf32_rna(x[i]);
+    hi[i] = h;
+    lo[i] = tf32_rna(x[i] - h);
+}
+
+// Case C: D = A·Bᵀ in tf32, A 64×32 and B 128×32 float32 (hi and lo parts), all four tiles by TMA.
+// Split = false: A_hi·B_hiᵀ. Split = true: per k-step A_lo·B_hiᵀ, A_hi·B_loᵀ, then A_hi·B_hiᵀ, the
+// small terms first, into the same accumulators.
+template <bool Split>
+__global__ void __launch_bounds__(128) tf32_ss_kernel(const __grid_constant__ CUtensorMap map_ahi,
+                                                      const __grid_constant__ CUtensorMap map_alo,
+                                                      const __grid_constant__ CUtensorMap map_bhi,
+                                                      const __grid_constant__ CUtensorMap map_blo, float* out) {
+    extern __shared__ uint8_t smem_raw[];
+    __shared__ alignas(8) uint64_t bar;
+    uint8_t* ahi = align_1024(smem_raw);
+    uint8_t* alo = ahi + kTileA;
+    uint8_t* bhi = alo + kTileA;
+    uint8_t* blo = bhi + kTileB;
+    const uint32_t b = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(b, 2 * (kTileA + kTileB));
+        tma_load_2d(smem_u32(ahi), &map_ahi, b, 0, 0);
+        tma_load_2d(smem_u32(alo), &map_alo, b, 0, 0);
+        tma_load_2d(smem_u32(bhi), &map_bhi, b, 0, 0);
+        tma_load_2d(smem_u32(blo), &map_blo, b, 0, 0);
+    }
+    mbar_wait(b, 0);
+
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = kGarbage;
+    fence_operands(d);
+    wgmma_fence();
+    const uint64_t dah = desc_k_sw128(smem_u32(ahi)), dal = desc_k_sw128(smem_u32(alo));
+    const uint64_t dbh = desc_k_sw128(smem_u32(bhi)), dbl = desc_k_sw128(smem_u32(blo));
+#pragma unroll
+    for (int kk = 0; kk < kKTf32 / 8; ++kk) {  // 8 tf32 = 32 bytes per k-step, as for bf16
+        if (Split) {
+            wgmma_m64n128k8_tf32_ss(d, dal + 2 * kk, dbh + 2 * kk, kk > 0);
+            wgmma_m64n128k8_tf32_ss(d, dah + 2 * kk, dbl + 2 * kk, 1);
+            wgmma_m64n128k8_tf32_ss(d, dah + 2 * kk, dbh + 2 * kk, 1);
+        } else {
+            wgmma_m64n128k8_tf32_ss(d, dah + 2 * kk, dbh + 2 * kk, kk > 0);
+        }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(d);
+    store_accumulators(d, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Throughput: operands written once into shared memory, then many wgmmas on them.
+// ---------------------------------------------------------------------------------------------
+
+__host__ __device__ inline uint32_t hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+// A value in [-1, 1] with three significant bits: exact in bf16 and tf32, and not zero-heavy (the
+// tensor cores' power, and so their clock, depends on the data).
+__device__ __forceinline__ float small_value(uint32_t i) {
+    return static_cast<float>(static_cast<int>(hash32(i) % 17u) - 8) * 0.125f;
+}
+
+constexpr int kRateIters = 20000;  // per launch; each iteration is four wgmmas (one 64-wide K tile)
+constexpr uint32_t kRateBf16A = 64 * 128, kRateBf16B = 256 * 128;   // 64×64 and 256×64 bf16
+constexpr uint32_t kRateTf32A = 64 * 128, kRateTf32B = 128 * 128;   // 64×32 and 128×32 f32
+// Each rate CTA asks for more shared memory than it uses so that no more than two fit on an SM
+// (2 × 101 KiB of the 228): the grid of 2 × SMs then lands as exactly two warpgroups per SM.
+constexpr int kRateSmem = 100 * 1024;
+
+// bf16 m64n256k16: per iteration 4 × 2·64·256·16 flops per CTA.
+__global__ void __launch_bounds__(128) bf16_rate_kernel(int iters, float* out) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* sa = align_1024(smem_raw);
+    uint8_t* sb = sa + kRateBf16A;
+    uint32_t* words = reinterpret_cast<uint32_t*>(sa);
+    for (uint32_t i = threadIdx.x; i < (kRateBf16A + kRateBf16B) / 4; i += blockDim.x) {
+        const uint32_t lo = __float_as_uint(small_value(2 * i + blockIdx.x)) >> 16;  // exact: truncation is bf16
+        const uint32_t hi = __float_as_uint(small_value(2 * i + 1 + blockIdx.x)) >> 16;
+        words[i] = lo | (hi << 16);
+    }
+    fence_proxy_async_smem();
+    __syncthreads();
+
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    fence_operands(d);
+    const uint64_t da = desc_k_sw128(smem_u32(sa)), db = desc_k_sw128(smem_u32(sb));
+    for (int it = 0; it < iters; ++it) {
+        // A fence at the top of each iteration, as a GEMM main loop has one per K tile: ptxas cannot
+        // tell that the accumulators entering the loop were last written by wgmma and would insert
+        // one itself. It orders register accesses and does not wait for the wgmmas in flight.
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_bf16_ss(d, da + 2 * kk, db + 2 * kk);
+        wgmma_commit();
+        wgmma_wait<1>();  // at most two groups (eight wgmmas) in flight
+    }
+    wgmma_wait<0>();
+    fence_operands(d);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) s += d[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;  // keeps the work live
+}
+
+// tf32 m64n128k8: per iteration 4 × 2·64·128·8 flops per CTA.
+__global__ void __launch_bounds__(128) tf32_rate_kernel(int iters, float* out) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* sa = align_1024(smem_raw);
+    uint8_t* sb = sa + kRateTf32A;
+    float* words = reinterpret_cast<float*>(sa);
+    for (uint32_t i = threadIdx.x; i < (kRateTf32A + kRateTf32B) / 4; i += blockDim.x)
+        words[i] = small_value(i + blockIdx.x);
+    fence_proxy_async_smem();
+    __syncthreads();
+
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+    fence_operands(d);
+    const uint64_t da = desc_k_sw128(smem_u32(sa)), db = desc_k_sw128(smem_u32(sb));
+    for (int it = 0; it < iters; ++it) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k8_tf32_ss(d, da + 2 * kk, db + 2 * kk, 1);
+        wgmma_commit();
+        wgmma_wait<1>();
+    }
+    wgmma_wait<0>();
+    fence_operands(d);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) s += d[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA bandwidth: a 2-D bf16 tensor streamed through a ring of shared-memory stages.
+// ---------------------------------------------------------------------------------------------
+
+constexpr uint64_t kStreamCols = 8192, kStreamRows = 65536;  // 2^29 bf16 = 1 GiB, rows of 16 KiB
+constexpr int kBoxCols = 64, kBoxRows = 256;                  // 128 bytes × 256 rows = 32 KiB a box
+constexpr uint32_t kBoxBytes = kBoxCols * kBoxRows * 2;
+constexpr int kStages = 6;
+constexpr int kConsumerWarps = 4;
+
+// Warp 0, lane 0 produces: for its i-th box it waits until stage i mod kStages is empty (the
+// consumers released the box kStages before), arms the stage's full barrier with the box's bytes
+// and issues the TMA. Warps 1-4 consume: wait for the stage to fill, sum its 32-bit words, and one
+// lane per warp arrives on the stage's empty barrier. Box t of the CTA's share (t = blockIdx.x +
+// i·gridDim.x) is column block t mod (cols/64), row block t / (cols/64), so CTAs running together
+// read neighbouring boxes.
+__global__ void __launch_bounds__(32 * (1 + kConsumerWarps)) tma_stream_kernel(
+    const __grid_constant__ CUtensorMap map, int boxes_per_row, int n_boxes, unsigned int* sum) {
+    extern __shared__ uint8_t smem_raw[];
+    __shared__ alignas(8) uint64_t full[kStages], empty[kStages];
+    uint8_t* ring = align_1024(smem_raw);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(smem_u32(&full[s]), 1);
+            mbar_init(smem_u32(&empty[s]), kConsumerWarps);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    const int cta = static_cast<int>(blockIdx.x), ctas = static_cast<int>(gridDim.x);
+    const int mine = n_boxes > cta ? (n_boxes - cta + ctas - 1) / ctas : 0;  // boxes cta, cta + ctas, ...
+
+    if (warp == 0) {
+        if (lane == 0) {
+            for (int i = 0; i < mine; ++i) {
+                const int s = i % kStages, round = i / kStages;
+                if (round > 0) mbar_wait(smem_u32(&empty[s]), (round - 1) & 1);
+                const int t = cta + i * ctas;
+                mbar_expect_tx(smem_u32(&full[s]), kBoxBytes);
+                tma_load_2d(smem_u32(ring + s * kBoxBytes), &map, smem_u32(&full[s]),
+                            (t % boxes_per_row) * kBoxCols, (t / boxes_per_row) * kBoxRows);
+            }
+        }
+        return;
+    }
+
+    const int ct = threadIdx.x - 32;  // 0 .. 127
+    unsigned int acc = 0;
+    for (int i = 0; i < mine; ++i) {
+        const int s = i % kStages;
+        mbar_wait(smem_u32(&full[s]), (i / kStages) & 1);
+        const uint4* box = reinterpret_cast<const uint4*>(ring + s * kBoxBytes);
+#pragma unroll
+        for (int j = 0; j < static_cast<int>(kBoxBytes / 16) / (32 * kConsumerWarps); ++j) {
+            const uint4 v = box[j * 32 * kConsumerWarps + ct];  // consecutive threads, consecutive 16 B
+            acc += v.x + v.y + v.z + v.w;
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) atomicAdd(sum, acc);
+}
+
+// The same sum with ordinary 16-byte loads, four in flight per thread.
+__global__ void plain_sum_kernel(const uint4* p, size_t n, unsigned int* sum) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+    size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    unsigned int acc = 0;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        const uint4 v0 = p[i], v1 = p[i + stride], v2 = p[i + 2 * stride], v3 = p[i + 3 * stride];
+        acc += v0.x + v0.y + v0.z + v0.w + v1.x + v1.y + v1.z + v1.w;
+        acc += v2.x + v2.y + v2.z + v2.w + v3.x + v3.y + v3.z + v3.w;
+    }
+    for (; i < n; i += stride) {
+        const uint4 v = p[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
+}
+
+// Word i of the stream: two bf16 in [1, 2) drawn from hash32(i), so every bit pattern is a finite
+// number and the host can recompute the sum without reading the GPU's copy.
+__host__ __device__ inline uint32_t stream_word(uint32_t i) {
+    const uint32_t h = hash32(i);
+    return (0x3F80u | (h & 0x7Fu)) | ((0x3F80u | ((h >> 8) & 0x7Fu)) << 16);
+}
+
+__global__ void fill_stream_kernel(uint32_t* w, size_t n) {
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x)
+        w[i] = stream_word(static_cast<uint32_t>(i));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+// ---------------------------------------------------------------------------------------------
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn get_encode_tiled() {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+#else
+    CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found));
+#endif
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+        std::fprintf(stderr, "cuTensorMapEncodeTiled not found in the driver\n");
+        std::exit(1);
+    }
+    return reinterpret_cast<EncodeTiledFn>(fn);
+}
+
+// A row-major rows×cols tensor at `base`, read in boxes of box_rows×box_cols with the 128-byte
+// swizzle. The swizzle allows a box's inner extent up to 128 bytes; ours is exactly 128, one
+// swizzle row, which is what the K-major descriptors assume.
+CUtensorMap make_map_2d(EncodeTiledFn encode, void* base, CUtensorMapDataType type, uint32_t elem_bytes,
+                        uint64_t cols, uint64_t rows, uint32_t box_cols, uint32_t box_rows,
+                        CUtensorMapL2promotion promotion) {
+    if (box_cols * elem_bytes != 128 || box_rows > 256) {
+        std::fprintf(stderr, "[%s] box %u×%u of %u-byte elements does not fit the 128-byte swizzle\n", g_stage,
+                     box_rows, box_cols, elem_bytes);
+        std::exit(1);
+    }
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {cols, rows};
+    const cuuint64_t strides[1] = {cols * elem_bytes};  // bytes between rows; dimension 0 is contiguous
+    const cuuint32_t box[2] = {box_cols, box_rows};
+    const cuuint32_t element_strides[2] = {1, 1};
+    const CUresult r = encode(&map, type, 2, base, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        std::fprintf(stderr, "[%s] cuTensorMapEncodeTiled failed with CUresult %d\n", g_stage, static_cast<int>(r));
+        std::exit(1);
+    }
+    return map;
+}
+
+uint16_t bf16_bits(float x) {  // round to nearest even; inputs here are finite
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_value(uint16_t b) {
+    const uint32_t u = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+uint32_t float_bits(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+
+// ref[m][n] = sum_k a[m][k] b[n][k] in float64, and mag[m][n] = sum_k |a[m][k] b[n][k]|.
+void reference(const std::vector<double>& a, const std::vector<double>& b, int M, int N, int K,
+               std::vector<double>& ref, std::vector<double>& mag) {
+    ref.assign(static_cast<size_t>(M) * N, 0.0);
+    mag.assign(static_cast<size_t>(M) * N, 0.0);
+    for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+            double s = 0.0, t = 0.0;
+            for (int k = 0; k < K; ++k) {
+                s += a[m * K + k] * b[n * K + k];
+                t += std::fabs(a[m * K + k] * b[n * K + k]);
+            }
+            ref[m * N + n] = s;
+            mag[m * N + n] = t;
+        }
+}
+
+struct Row {
+    std::string name, result, number;
+    bool gate;  // a correctness case: a FAIL makes the exit status 1
+    bool pass;
+};
+std::vector<Row> g_rows;
+
+// One line now, one row of the closing table. Measurements (gate = false) read INFO.
+void record(const std::string& name, bool gate, bool pass, const std::string& detail, const std::string& number) {
+    const std::string verdict = gate ? (pass ? "PASS" : "FAIL") : "INFO";
+    g_rows.push_back({name, verdict + (detail.empty() ? "" : " " + detail), number, gate, pass});
+    std::printf("%s  %s: %s%s%s\n", verdict.c_str(), name.c_str(), detail.c_str(), number.empty() ? "" : "; ",
+                number.c_str());
+}
+
+std::string fmt(const char* f, double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, x);
+    return buf;
+}
+
+// Bit-for-bit comparison of an M×N result with an exact reference (every value representable in
+// float32). +0 and -0 count as equal: the sign of a sum that cancels to zero says nothing about
+// layouts. On a mismatch, the detail names the first element and, if the value found there is
+// expected somewhere else, where: the usual signature of a permuted row, column or k-step.
+void check_exact(const std::string& name, const std::vector<float>& got, const std::vector<double>& ref, int M,
+                 int N) {
+    int bad = 0, first = -1, zero_signs = 0;
+    for (int i = 0; i < M * N; ++i) {
+        const float want = static_cast<float>(ref[i]);
+        if (float_bits(want) == float_bits(got[i])) continue;
+        if (want == 0.0f && got[i] == 0.0f) {
+            ++zero_signs;
+            continue;
+        }
+        if (first < 0) first = i;
+        ++bad;
+    }
+    const std::string number = std::to_string(bad) + " of " + std::to_string(M * N) + " differ";
+    if (bad == 0) {
+        std::string detail = "bit-exact";
+        if (zero_signs) detail += " (" + std::to_string(zero_signs) + " zeros of the other sign)";
+        record(name, true, true, detail, number);
+        return;
+    }
+    const int r = first / N, c = first % N;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "first at row %d, col %d: expected %.9g, got %.9g", r, c, ref[first],
+                  static_cast<double>(got[first]));
+    std::string detail = buf;
+    for (int i = 0; i < M * N; ++i)
+        if (got[first] != 0.0f && static_cast<float>(ref[i]) == got[first]) {
+            std::snprintf(buf, sizeof buf, " (that value is expected at row %d, col %d)", i / N, i % N);
+            detail += buf;
+            break;
+        }
+    record(name, true, false, detail, number);
+}
+
+// Largest |got - ref| / sum_k |a b| over the elements, and where; NaN at the first NaN (an element
+// never written reads as NaN).
+double normwise_error(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& mag,
+                      int& where) {
+    double worst = 0.0;
+    where = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double e = std::fabs(static_cast<double>(got[i]) - ref[i]) / std::max(mag[i], 1e-300);
+        if (std::isnan(e)) {
+            where = static_cast<int>(i);
+            return e;
+        }
+        if (e > worst) {
+            worst = e;
+            where = static_cast<int>(i);
+        }
+    }
+    return worst;
+}
+
+template <class T>
+T* to_device(const std::vector<T>& h) {
+    T* d = nullptr;
+    CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
+    CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+
+constexpr int kCaseSmemBf16 = 1024 + kTileA + kTileB;
+constexpr int kCaseSmemTf32 = 1024 + 2 * (kTileA + kTileB);
+
+// Case A on the device: a (64×64) and b (128×64) bf16 bit patterns, row-major; returns D (64×128).
+std::vector<float> run_bf16_ss(EncodeTiledFn encode, const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+    uint16_t* da = to_device(a);
+    uint16_t* db = to_device(b);
+    float* dd = nullptr;
+    CHECK(cudaMalloc(&dd, kM * kN * sizeof(float)));
+    CHECK(cudaMemset(dd, 0xFF, kM * kN * sizeof(float)));  // NaN where nothing was written
+    const CUtensorMap ma = make_map_2d(encode, da, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, kKBf16, kM, 64, kM,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+    const CUtensorMap mb = make_map_2d(encode, db, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, kKBf16, kN, 64, kN,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+    bf16_ss_kernel<<<1, 128, kCaseSmemBf16>>>(ma, mb, dd);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> d(kM * kN);
+    CHECK(cudaMemcpy(d.data(), dd, d.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(da));
+    CHECK(cudaFree(db));
+    CHECK(cudaFree(dd));
+    return d;
+}
+
+std::vector<float> run_bf16_rs(EncodeTiledFn encode, const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+    uint16_t* da = to_device(a);
+    uint16_t* db = to_device(b);
+    float* dd = nullptr;
+    CHECK(cudaMalloc(&dd, kM * kN * sizeof(float)));
+    CHECK(cudaMemset(dd, 0xFF, kM * kN * sizeof(float)));
+    const CUtensorMap mb = make_map_2d(encode, db, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, kKBf16, kN, 64, kN,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+    bf16_rs_kernel<<<1, 128, 1024 + kTileB>>>(da, mb, dd);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> d(kM * kN);
+    CHECK(cudaMemcpy(d.data(), dd, d.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(da));
+    CHECK(cudaFree(db));
+    CHECK(cudaFree(dd));
+    return d;
+}
+
+// Case C on the device: a (64×32) and b (128×32) float32, split on the device into tf32 hi and lo.
+std::vector<float> run_tf32(EncodeTiledFn encode, const std::vector<float>& a, const std::vector<float>& b,
+                            bool split) {
+    float* da = to_device(a);
+    float* db = to_device(b);
+    float *ahi, *alo, *bhi, *blo, *dd;
+    CHECK(cudaMalloc(&ahi, a.size() * sizeof(float)));
+    CHECK(cudaMalloc(&alo, a.size() * sizeof(float)));
+    CHECK(cudaMalloc(&bhi, b.size() * sizeof(float)));
+    CHECK(cudaMalloc(&blo, b.size() * sizeof(float)));
+    CHECK(cudaMalloc(&dd, kM * kN * sizeof(float)));
+    CHECK(cudaMemset(dd, 0xFF, kM * kN * sizeof(float)));
+    tf32_split_kernel<<<static_cast<int>((a.size() + 255) / 256), 256>>>(da, ahi, alo, static_cast<int>(a.size()));
+    tf32_split_kernel<<<static_cast<int>((b.size() + 255) / 256), 256>>>(db, bhi, blo, static_cast<int>(b.size()));
+    CHECK(cudaGetLastError());
+    auto map = [&](float* p, uint64_t rows) {
+        return make_map_2d(encode, p, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, kKTf32, rows, 32,
+                           static_cast<uint32_t>(rows), CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+    };
+    const CUtensorMap mah = map(ahi, kM), mal = map(alo, kM), mbh = map(bhi, kN), mbl = map(blo, kN);
+    if (split)
+        tf32_ss_kernel<true><<<1, 128, kCaseSmemTf32>>>(mah, mal, mbh, mbl, dd);
+    else
+        tf32_ss_kernel<false><<<1, 128, kCaseSmemTf32>>>(mah, mal, mbh, mbl, dd);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> d(kM * kN);
+    CHECK(cudaMemcpy(d.data(), dd, d.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (float* p : {da, db, ahi, alo, bhi, blo, dd}) CHECK(cudaFree(p));
+    return d;
+}
+
+// Median of `runs` timed launches after one warm-up, in milliseconds.
+template <class Launch>
+float median_ms(Launch launch, int runs = 7) {
+    launch();
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    std::vector<float> t(runs);
+    for (int r = 0; r < runs; ++r) {
+        CHECK(cudaEventRecord(e0));
+        launch();
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        CHECK(cudaGetLastError());
+        CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    std::sort(t.begin(), t.end());
+    return t[runs / 2];
+}
+
+void case_a(EncodeTiledFn encode, std::mt19937_64& rng) {
+    g_stage = "A bf16 SS";
+    std::uniform_int_distribution<int> small(-8, 8);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<uint16_t> a(kM * kKBf16), b(kN * kKBf16);
+    std::vector<double> av(a.size()), bv(b.size()), ref, mag;
+
+    // Integers in [-8, 8] for A and eighths of them for B: products are multiples of 1/8 below 8 in
+    // magnitude and every partial sum of 64 of them a multiple of 1/8 below 512, exact in float32
+    // whatever the order and alignment of the additions.
+    for (size_t i = 0; i < a.size(); ++i) av[i] = small(rng), a[i] = bf16_bits(static_cast<float>(av[i]));
+    for (size_t i = 0; i < b.size(); ++i) bv[i] = small(rng) / 8.0, b[i] = bf16_bits(static_cast<float>(bv[i]));
+    reference(av, bv, kM, kN, kKBf16, ref, mag);
+    check_exact("A bf16 m64n128k16 SS, TMA 128B swizzle, integers", run_bf16_ss(encode, a, b), ref, kM, kN);
+
+    // Normal inputs rounded to bf16; the reference takes the rounded values, so what is measured is
+    // the tensor cores' accumulation alone: float32 sums of 64 exact products (bf16·bf16 fits in
+    // float32), a few ulps at most. A layout error is of the order of the values themselves.
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_bits(static_cast<float>(normal(rng))), av[i] = bf16_value(a[i]);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = bf16_bits(static_cast<float>(normal(rng))), bv[i] = bf16_value(b[i]);
+    reference(av, bv, kM, kN, kKBf16, ref, mag);
+    const std::vector<float> d = run_bf16_ss(encode, a, b);
+    int where = 0;
+    const double err = normwise_error(d, ref, mag, where);
+    const double tol = 1e-4;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "max err %.3g of sum|ab| (tolerance %.0e; worst at row %d, col %d)", err, tol,
+                  where / kN, where % kN);
+    record("A bf16 m64n128k16 SS, normal inputs vs float64", true, err <= tol, buf, fmt("%.3g", err));
+}
+
+void case_b(EncodeTiledFn encode, std::mt19937_64& rng) {
+    g_stage = "B bf16 RS";
+    std::uniform_int_distribution<int> small(-8, 8);
+    std::vector<uint16_t> a(kM * kKBf16), b(kN * kKBf16);
+    std::vector<double> av(a.size()), bv(b.size()), ref, mag;
+    for (size_t i = 0; i < a.size(); ++i) av[i] = small(rng), a[i] = bf16_bits(static_cast<float>(av[i]));
+    for (size_t i = 0; i < b.size(); ++i) bv[i] = small(rng) / 8.0, b[i] = bf16_bits(static_cast<float>(bv[i]));
+    reference(av, bv, kM, kN, kKBf16, ref, mag);
+    check_exact("B bf16 m64n128k16 RS (A in registers), integers", run_bf16_rs(encode, a, b), ref, kM, kN);
+}
+
+void case_c(EncodeTiledFn encode, std::mt19937_64& rng) {
+    g_stage = "C tf32 SS";
+    std::uniform_int_distribution<int> small(-8, 8);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<float> a(kM * kKTf32), b(kN * kKTf32);
+    std::vector<double> av(a.size()), bv(b.size()), ref, mag;
+
+    // Integers are exact in tf32 (and their lo parts zero), so both paths must be exact.
+    for (size_t i = 0; i < a.size(); ++i) av[i] = small(rng), a[i] = static_cast<float>(av[i]);
+    for (size_t i = 0; i < b.size(); ++i) bv[i] = small(rng) / 8.0, b[i] = static_cast<float>(bv[i]);
+    reference(av, bv, kM, kN, kKTf32, ref, mag);
+    check_exact("C tf32 m64n128k8 SS, TMA 128B swizzle, integers", run_tf32(encode, a, b, false), ref, kM, kN);
+    g_stage = "C 3xTF32";
+    check_exact("C 3xTF32 (three wgmmas a k-step), integers", run_tf32(encode, a, b, true), ref, kM, kN);
+
+    // Normal float32 inputs against float64 of the same float32 values.
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(normal(rng)), av[i] = a[i];
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(normal(rng)), bv[i] = b[i];
+    reference(av, bv, kM, kN, kKTf32, ref, mag);
+    std::vector<float> host32(kM * kN);  // what float32 arithmetic gives: a float fma chain in k order
+    for (int m = 0; m < kM; ++m)
+        for (int n = 0; n < kN; ++n) {
+            float s = 0.0f;
+            for (int k = 0; k < kKTf32; ++k) s = std::fma(a[m * kKTf32 + k], b[n * kKTf32 + k], s);
+            host32[m * kN + n] = s;
+        }
+    int w1 = 0, w3 = 0, w32 = 0;
+    g_stage = "C tf32 normal";
+    const double e1 = normwise_error(run_tf32(encode, a, b, false), ref, mag, w1);
+    g_stage = "C 3xTF32 normal";
+    const double e3 = normwise_error(run_tf32(encode, a, b, true), ref, mag, w3);
+    const double e32 = normwise_error(host32, ref, mag, w32);
+    // Gates against bugs, not against the hardware: one tf32 product must be within tf32's input
+    // rounding (about 2^-11 of each term) of the truth, and the split must gain at least a factor 8
+    // on it. A lo part lost or misplaced leaves the split's error at the single product's level.
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "single tf32 %.3g, 3xTF32 %.3g, float32 host loop %.3g (of sum|ab|)", e1, e3, e32);
+    const bool ok = e1 <= 2e-3 && e3 * 8.0 <= e1;
+    record("C tf32 vs 3xTF32, normal inputs vs float64", true, ok, ok ? "" : "(needs tf32 <= 2e-3, 3xTF32 <= tf32/8)",
+           buf);
+}
+
+void throughput(int sms) {
+    float* out = nullptr;
+    const int grid = 2 * sms;
+    CHECK(cudaMalloc(&out, static_cast<size_t>(grid) * 128 * sizeof(float)));
+    {
+        g_stage = "T bf16 throughput";
+        const float ms = median_ms([&] { bf16_rate_kernel<<<grid, 128, kRateSmem>>>(kRateIters, out); });
+        const double flops = double(grid) * kRateIters * 4 * 2.0 * 64 * 256 * 16;
+        const double tf = flops / (ms * 1e-3) / 1e12;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%.1f TFLOP/s, %.0f%% of 989 (%.2f ms, %d CTAs × 1 warpgroup)", tf,
+                      100.0 * tf / 989.0, ms, grid);
+        record("T bf16 wgmma m64n256k16 SS dense", false, true, "", buf);
+    }
+    {
+        g_stage = "T tf32 throughput";
+        const float ms = median_ms([&] { tf32_rate_kernel<<<grid, 128, kRateSmem>>>(kRateIters, out); });
+        const double flops = double(grid) * kRateIters * 4 * 2.0 * 64 * 128 * 8;
+        const double tf = flops / (ms * 1e-3) / 1e12;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%.1f TFLOP/s, %.0f%% of 494 (%.2f ms, %d CTAs × 1 warpgroup)", tf,
+                      100.0 * tf / 494.0, ms, grid);
+        record("T tf32 wgmma m64n128k8 SS dense", false, true, "", buf);
+    }
+    CHECK(cudaFree(out));
+}
+
+void tma_bandwidth(EncodeTiledFn encode, int sms) {
+    g_stage = "M TMA stream";
+    const size_t bytes = kStreamCols * kStreamRows * 2, words = bytes / 4;
+    uint32_t *src = nullptr, *dst = nullptr;
+    unsigned int* sum = nullptr;
+    CHECK(cudaMalloc(&src, bytes));
+    CHECK(cudaMalloc(&dst, bytes));
+    CHECK(cudaMalloc(&sum, sizeof(unsigned int)));
+    fill_stream_kernel<<<4 * sms, 256>>>(src, words);
+    CHECK(cudaGetLastError());
+    unsigned int want = 0;  // wrapping sum of all words, recomputed here from the same formula
+    for (size_t i = 0; i < words; ++i) want += stream_word(static_cast<uint32_t>(i));
+
+    const CUtensorMap map = make_map_2d(encode, src, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, kStreamCols, kStreamRows,
+                                        kBoxCols, kBoxRows, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+    const int boxes_per_row = static_cast<int>(kStreamCols / kBoxCols);
+    const int n_boxes = static_cast<int>(kStreamRows / kBoxRows) * boxes_per_row;
+    const int smem = 1024 + kStages * kBoxBytes;
+    auto stream = [&] {
+        tma_stream_kernel<<<sms, 32 * (1 + kConsumerWarps), smem>>>(map, boxes_per_row, n_boxes, sum);
+    };
+    const size_t n_vec = bytes / 16;
+    auto plain = [&] { plain_sum_kernel<<<8 * sms, 256>>>(reinterpret_cast<const uint4*>(src), n_vec, sum); };
+
+    unsigned int got_tma = 0, got_plain = 0;
+    CHECK(cudaMemset(sum, 0, sizeof sum[0]));
+    stream();
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(&got_tma, sum, sizeof got_tma, cudaMemcpyDeviceToHost));
+    g_stage = "M plain loads";
+    CHECK(cudaMemset(sum, 0, sizeof sum[0]));
+    plain();
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(&got_plain, sum, sizeof got_plain, cudaMemcpyDeviceToHost));
+
+    g_stage = "M TMA stream";
+    const float ms_tma = median_ms(stream);
+    g_stage = "M plain loads";
+    const float ms_plain = median_ms(plain);
+    g_stage = "M cudaMemcpy";
+    const float ms_copy = median_ms([&] { CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); });
+    const double gbs_tma = bytes / (ms_tma * 1e-3) / 1e9, gbs_plain = bytes / (ms_plain * 1e-3) / 1e9;
+    const double gbs_copy = 2.0 * bytes / (ms_copy * 1e-3) / 1e9;  // reads and writes `bytes` each
+
+    char detail[200], number[240];
+    std::snprintf(detail, sizeof detail, "checksum %08x, host %08x, plain loads %08x", got_tma, want, got_plain);
+    std::snprintf(number, sizeof number,
+                  "TMA %.0f GB/s (%.0f%% of 4800); plain loads %.0f GB/s; cudaMemcpy D2D %.0f GB/s (read+write)",
+                  gbs_tma, 100.0 * gbs_tma / 4800.0, gbs_plain, gbs_copy);
+    record("M TMA 2-D stream of 1 GiB bf16, 6 stages × 32 KiB", true, got_tma == want && got_plain == want, detail,
+           number);
+    CHECK(cudaFree(src));
+    CHECK(cudaFree(dst));
+    CHECK(cudaFree(sum));
+}
+
+}  // namespace
+
+int main() {
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, compute capability %d.%d, %d SMs\n", prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount);
+    if (prop.major != 9) {
+        std::fprintf(stderr, "wgmma and this build (sm_90a) need a compute capability 9.0 GPU\n");
+        return 1;
+    }
+    const EncodeTiledFn encode = get_encode_tiled();
+
+    // Kernels that ask for more than 48 KiB of dynamic shared memory must say so first.
+    CHECK(cudaFuncSetAttribute(tf32_ss_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kCaseSmemTf32));
+    CHECK(cudaFuncSetAttribute(tf32_ss_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kCaseSmemTf32));
+    CHECK(cudaFuncSetAttribute(tma_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               1024 + kStages * kBoxBytes));
+    CHECK(cudaFuncSetAttribute(bf16_rate_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRateSmem));
+    CHECK(cudaFuncSetAttribute(tf32_rate_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRateSmem));
+    static_assert(1024 + kRateBf16A + kRateBf16B <= kRateSmem && 1024 + kRateTf32A + kRateTf32B <= kRateSmem,
+                  "rate operands must fit the shared memory asked for");
+
+    std::mt19937_64 rng(20261201);
+    case_a(encode, rng);
+    case_b(encode, rng);
+    case_c(encode, rng);
+    throughput(prop.multiProcessorCount);
+    tma_bandwidth(encode, prop.multiProcessorCount);
+
+    bool all = true;
+    std::printf("\n%-50s | %-44s | %s\n", "case", "result", "number");
+    for (const Row& r : g_rows) {
+        std::printf("%-50s | %-44s | %s\n", r.name.c_str(), r.result.c_str(), r.number.c_str());
+        all = all && (r.pass || !r.gate);
+    }
+    std::printf("%s\n", all ? "all correctness cases pass" : "SOME CORRECTNESS CASES FAIL");
+    return all ? 0 : 1;
+}
