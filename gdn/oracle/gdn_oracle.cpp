@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 namespace kcv::gdn {
 namespace {
@@ -33,14 +34,29 @@ struct Layout {
 };
 
 // The per-token coefficients of one value head: D_t = Diag(decay), b_t = b·1, w_t = w·1.
+// In float32 a decay e^g below the smallest normal (g < −87.3) would keep only the bits of a
+// subnormal, so there it is applied by halves, (x·e^{g/2})·e^{g/2} (as the chunked control and the
+// kernels apply theirs); float64 applies e^g itself.
 template <class Real>
 struct Token {
     const Real* q;
     const Real* k;
     const Real* v;
-    std::vector<Real> decay;
+    std::vector<Real> decay;   // float32: e^{g/2}, applied twice
     Real b, w;
+
+    Real decayed(int64_t i, Real x) const {
+        if constexpr (std::is_same_v<Real, float>) return (x * decay[i]) * decay[i];
+        return decay[i] * x;
+    }
 };
+
+// e^g, or e^{g/2} for float32 (Token::decayed).
+template <class Real>
+Real decay_factor(Real g) {
+    if constexpr (std::is_same_v<Real, float>) return std::exp(Real(0.5) * g);
+    return std::exp(g);
+}
 
 template <class Real>
 Token<Real> load_token(const Problem& p, const Layout& L, const Real* q, const Real* k, const Real* v,
@@ -49,11 +65,11 @@ Token<Real> load_token(const Problem& p, const Layout& L, const Real* q, const R
     Token<Real> tk{q + L.qk(seq, t, hv), k + L.qk(seq, t, hv), v + L.vo(seq, t, hv), std::vector<Real>(K, 1.0),
              0.0, 1.0};
     if (p.member.gate == GateKind::scalar) {
-        const Real d = std::exp(g[L.head(seq, t, hv)]);
+        const Real d = decay_factor(g[L.head(seq, t, hv)]);
         for (int64_t i = 0; i < K; ++i) tk.decay[i] = d;
     } else if (p.member.gate == GateKind::channel) {
         const Real* gc = g + L.head(seq, t, hv) * K;
-        for (int64_t i = 0; i < K; ++i) tk.decay[i] = std::exp(gc[i]);
+        for (int64_t i = 0; i < K; ++i) tk.decay[i] = decay_factor(gc[i]);
     }
     if (p.member.delta) tk.b = tk.w = beta[L.head(seq, t, hv)];
     return tk;
@@ -77,8 +93,8 @@ void advance(const Token<Real>& tk, int64_t K, int64_t V, std::vector<Real>& S, 
     x.pmag.assign(V, 0.0);
     for (int64_t i = 0; i < K; ++i)
         for (int64_t j = 0; j < V; ++j) {
-            x.Sd[i * V + j] = tk.decay[i] * S[i * V + j];
-            x.Md[i * V + j] = tk.decay[i] * M[i * V + j];
+            x.Sd[i * V + j] = tk.decayed(i, S[i * V + j]);
+            x.Md[i * V + j] = tk.decayed(i, M[i * V + j]);
         }
     // p = Sdᵀ (b ⊙ k): the part of the state along the key that the delta rule replaces.
     for (int64_t i = 0; i < K && tk.b != 0.0; ++i) {
@@ -310,8 +326,8 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                     }
                     for (int64_t i = 0; i < K; ++i)
                         for (int64_t j = 0; j < V; ++j) {
-                            dS[i * V + j] = tk.decay[i] * dSd[i * V + j];
-                            G[i * V + j] = tk.decay[i] * Gd[i * V + j];
+                            dS[i * V + j] = tk.decayed(i, dSd[i * V + j]);
+                            G[i * V + j] = tk.decayed(i, Gd[i * V + j]);
                         }
                 }
             }

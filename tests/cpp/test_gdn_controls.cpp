@@ -275,6 +275,35 @@ TEST(GdnControls, RecurrentFormIsTheOraclesStepsInFloat32) {
     }
 }
 
+// A decay e^g below float32's smallest normal keeps only a subnormal's bits; the recurrent form
+// applies it by halves, so a state gradient of 1000 decayed by e^-100 is off by at most the
+// rounding of the result itself (a subnormal step), not by the stored factor's few bits
+// (e^-100 = 26.4 subnormal steps: hundreds of steps of error on dh0 before).
+TEST(GdnControls, RecurrentFormKeepsStrongDecaysAccurateInFloat32) {
+    const int64_t K = 4, V = 4;
+    const kcv::gdn::Problem p{kcv::gdn::Member{GateKind::channel, false}, kcv::gdn::Shape{1, 1, 1, 1, K, V, {}}, 0.5};
+    std::vector<float> q(K, 0.25f), k(K, 0.5f), v(V, 1.0f), g(K, -100.0f), h0(K * V, 1.0f), d_o(V, 1.0f),
+        dht(K * V), dq(K), dk(K), dv(V), dg(K), dh0(K * V);
+    for (int64_t e = 0; e < K * V; ++e) dht[e] = 1000.0f + float(e);
+    kcv::gdn::BackwardArgsF32 a;
+    a.q = q.data(); a.k = k.data(); a.v = v.data(); a.g = g.data(); a.h0 = h0.data(); a.d_o = d_o.data();
+    a.dht = dht.data(); a.dq = dq.data(); a.dk = dk.data(); a.dv = dv.data(); a.dg = dg.data(); a.dh0 = dh0.data();
+    kcv::gdn::backward(p, a);
+    auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+    const auto q6 = widen(q), k6 = widen(k), v6 = widen(v), g6 = widen(g), h6 = widen(h0), do6 = widen(d_o),
+               dht6 = widen(dht);
+    std::vector<double> rq(K), rk(K), rv(V), rg(K), rh0(K * V);
+    kcv::gdn::BackwardArgs r;
+    r.q = q6.data(); r.k = k6.data(); r.v = v6.data(); r.g = g6.data(); r.h0 = h6.data(); r.d_o = do6.data();
+    r.dht = dht6.data(); r.dq = rq.data(); r.dk = rk.data(); r.dv = rv.data(); r.dg = rg.data(); r.dh0 = rh0.data();
+    kcv::gdn::backward(p, r);
+    const double step = std::ldexp(1.0, -149);
+    for (int64_t e = 0; e < K * V; ++e) {
+        EXPECT_GT(std::abs(rh0[e]), 100 * step) << e;   // deep in the subnormal range, not zero
+        EXPECT_LE(std::abs(double(dh0[e]) - rh0[e]), step) << e;
+    }
+}
+
 void refuse_operand_lists_that_do_not_match_the_attributes() {
     Library fwd("gdn_forward");
     ASSERT_NE(fwd.handle, nullptr) << dlerror();
