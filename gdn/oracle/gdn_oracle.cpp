@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -34,42 +35,39 @@ struct Layout {
 };
 
 // The per-token coefficients of one value head: D_t = Diag(decay), b_t = b·1, w_t = w·1.
-// In float32 a decay e^g below the smallest normal (g < −87.3) would keep only the bits of a
-// subnormal, so there it is applied by halves, (x·e^{g/2})·e^{g/2} (as the chunked control and the
-// kernels apply theirs); float64 applies e^g itself.
+// In float32 a decay e^g below the smallest normal (g < −87.3) keeps only the bits of a subnormal,
+// so there, and only there, it is applied by halves, (x·e^{g/2})·e^{g/2}, as the chunked control
+// and the kernels apply theirs; elsewhere, and always in float64, x·e^g.
 template <class Real>
 struct Token {
     const Real* q;
     const Real* k;
     const Real* v;
-    std::vector<Real> decay;   // float32: e^{g/2}, applied twice
+    std::vector<Real> decay, half;   // e^g; e^{g/2} (float32 only)
     Real b, w;
 
     Real decayed(int64_t i, Real x) const {
-        if constexpr (std::is_same_v<Real, float>) return (x * decay[i]) * decay[i];
+        if constexpr (std::is_same_v<Real, float>)
+            if (decay[i] < std::numeric_limits<float>::min()) return (x * half[i]) * half[i];
         return decay[i] * x;
     }
+    void set_decay(int64_t i, Real g) {
+        decay[i] = std::exp(g);
+        if constexpr (std::is_same_v<Real, float>) half[i] = std::exp(Real(0.5) * g);
+    }
 };
-
-// e^g, or e^{g/2} for float32 (Token::decayed).
-template <class Real>
-Real decay_factor(Real g) {
-    if constexpr (std::is_same_v<Real, float>) return std::exp(Real(0.5) * g);
-    return std::exp(g);
-}
 
 template <class Real>
 Token<Real> load_token(const Problem& p, const Layout& L, const Real* q, const Real* k, const Real* v,
                  const Real* g, const Real* beta, const Sequence& seq, int64_t t, int64_t hv) {
     const int64_t K = p.shape.K;
     Token<Real> tk{q + L.qk(seq, t, hv), k + L.qk(seq, t, hv), v + L.vo(seq, t, hv), std::vector<Real>(K, 1.0),
-             0.0, 1.0};
+                   std::vector<Real>(K, 1.0), 0.0, 1.0};
     if (p.member.gate == GateKind::scalar) {
-        const Real d = decay_factor(g[L.head(seq, t, hv)]);
-        for (int64_t i = 0; i < K; ++i) tk.decay[i] = d;
+        for (int64_t i = 0; i < K; ++i) tk.set_decay(i, g[L.head(seq, t, hv)]);
     } else if (p.member.gate == GateKind::channel) {
         const Real* gc = g + L.head(seq, t, hv) * K;
-        for (int64_t i = 0; i < K; ++i) tk.decay[i] = decay_factor(gc[i]);
+        for (int64_t i = 0; i < K; ++i) tk.set_decay(i, gc[i]);
     }
     if (p.member.delta) tk.b = tk.w = beta[L.head(seq, t, hv)];
     return tk;
