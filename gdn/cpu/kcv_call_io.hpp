@@ -179,4 +179,65 @@ inline CallOperands read_call(const kcv_call* call, bool backward) {
 
 inline const float* or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 
+// The whole of a forward control's call: the operands read, Args (the float32 argument struct of
+// an implementation: fields q, k, v, g, beta, h0, o, ht) filled, `run(problem, args)`, o and
+// optionally ht written.
+template <class Args, class Run>
+void serve_forward(const kcv_call* call, Run run) {
+    const CallOperands ops = read_call(call, false);
+    const Shape& s = ops.problem.shape;
+    if (call->n_outputs != 1 && call->n_outputs != 2) throw CallError("outputs: o and optionally ht");
+    std::vector<float> o(s.v_size()), ht(s.state_size());
+    Args a;
+    a.q = ops.q.data();
+    a.k = ops.k.data();
+    a.v = ops.v.data();
+    a.g = or_null(ops.g);
+    a.beta = or_null(ops.beta);
+    a.h0 = or_null(ops.h0);
+    a.o = o.data();
+    a.ht = ht.data();
+    run(ops.problem, a);
+    write_floats(call->outputs[0], o, "o");
+    if (call->n_outputs == 2) write_floats(call->outputs[1], ht, "ht");
+}
+
+// The same for a backward control: Args has the inputs, do, dht and dq, dk, dv, dg, dbeta, dh0;
+// the outputs the attributes select are written in the order dq, dk, dv, [dg], [dbeta], [dh0].
+template <class Args, class Run>
+void serve_backward(const kcv_call* call, Run run) {
+    const CallOperands ops = read_call(call, true);
+    const Problem& p = ops.problem;
+    const Shape& s = p.shape;
+    const int32_t expected = 3 + (p.member.gate != GateKind::none) + p.member.delta + ops.initial_state;
+    if (call->n_outputs != expected)
+        throw CallError("expected " + std::to_string(expected) + " outputs (dq, dk, dv, [dg], [dbeta], [dh0]), got " +
+                        std::to_string(call->n_outputs));
+    std::vector<float> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dg(s.g_size(p.member.gate)),
+        dbeta(s.beta_size()), dh0(s.state_size());
+    Args a;
+    a.q = ops.q.data();
+    a.k = ops.k.data();
+    a.v = ops.v.data();
+    a.g = or_null(ops.g);
+    a.beta = or_null(ops.beta);
+    a.h0 = or_null(ops.h0);
+    a.d_o = ops.d_o.data();
+    a.dht = or_null(ops.dht);
+    a.dq = dq.data();
+    a.dk = dk.data();
+    a.dv = dv.data();
+    a.dg = dg.data();
+    a.dbeta = dbeta.data();
+    a.dh0 = dh0.data();
+    run(p, a);
+    int32_t o = 0;
+    write_floats(call->outputs[o++], dq, "dq");
+    write_floats(call->outputs[o++], dk, "dk");
+    write_floats(call->outputs[o++], dv, "dv");
+    if (p.member.gate != GateKind::none) write_floats(call->outputs[o++], dg, "dg");
+    if (p.member.delta) write_floats(call->outputs[o++], dbeta, "dbeta");
+    if (ops.initial_state) write_floats(call->outputs[o++], dh0, "dh0");
+}
+
 }  // namespace kcv::gdn::cpu

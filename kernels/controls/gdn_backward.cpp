@@ -23,39 +23,7 @@ extern "C" {
 int kcv_kernel(const kcv_call* call) {
     try {
         kcvk::IeeeEnvironment ieee;
-        using namespace kcv::gdn::cpu;
-        const CallOperands ops = read_call(call, true);
-        const kcv::gdn::Problem& p = ops.problem;
-        const kcv::gdn::Shape& s = p.shape;
-        const int32_t expected = 3 + (p.member.gate != kcv::gdn::GateKind::none) + p.member.delta + ops.initial_state;
-        if (call->n_outputs != expected)
-            throw CallError("expected " + std::to_string(expected) + " outputs (dq, dk, dv, [dg], [dbeta], [dh0]), got " +
-                            std::to_string(call->n_outputs));
-        std::vector<float> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dg(s.g_size(p.member.gate)),
-            dbeta(s.beta_size()), dh0(s.state_size());
-        BackwardArgs a;
-        a.q = ops.q.data();
-        a.k = ops.k.data();
-        a.v = ops.v.data();
-        a.g = or_null(ops.g);
-        a.beta = or_null(ops.beta);
-        a.h0 = or_null(ops.h0);
-        a.d_o = ops.d_o.data();
-        a.dht = or_null(ops.dht);
-        a.dq = dq.data();
-        a.dk = dk.data();
-        a.dv = dv.data();
-        a.dg = dg.data();
-        a.dbeta = dbeta.data();
-        a.dh0 = dh0.data();
-        chunked_backward(p, a);
-        int32_t o = 0;
-        write_floats(call->outputs[o++], dq, "dq");
-        write_floats(call->outputs[o++], dk, "dk");
-        write_floats(call->outputs[o++], dv, "dv");
-        if (p.member.gate != kcv::gdn::GateKind::none) write_floats(call->outputs[o++], dg, "dg");
-        if (p.member.delta) write_floats(call->outputs[o++], dbeta, "dbeta");
-        if (ops.initial_state) write_floats(call->outputs[o++], dh0, "dh0");
+        kcv::gdn::cpu::serve_backward<kcv::gdn::cpu::BackwardArgs>(call, kcv::gdn::cpu::chunked_backward);
         return 0;
     } catch (const std::exception& e) {
         last_error = e.what();

@@ -22,15 +22,7 @@ extern "C" {
 int kcv_kernel(const kcv_call* call) {
     try {
         kcvk::IeeeEnvironment ieee;
-        using namespace kcv::gdn::cpu;
-        const CallOperands ops = read_call(call, false);
-        const kcv::gdn::Shape& s = ops.problem.shape;
-        if (call->n_outputs != 1 && call->n_outputs != 2) throw CallError("outputs: o and optionally ht");
-        std::vector<float> o(s.v_size()), ht(s.state_size());
-        chunked_forward(ops.problem, {ops.q.data(), ops.k.data(), ops.v.data(), or_null(ops.g), or_null(ops.beta),
-                                      or_null(ops.h0), o.data(), ht.data()});
-        write_floats(call->outputs[0], o, "o");
-        if (call->n_outputs == 2) write_floats(call->outputs[1], ht, "ht");
+        kcv::gdn::cpu::serve_forward<kcv::gdn::cpu::ForwardArgs>(call, kcv::gdn::cpu::chunked_forward);
         return 0;
     } catch (const std::exception& e) {
         last_error = e.what();

@@ -25,23 +25,8 @@ extern "C" {
 int kcv_kernel(const kcv_call* call) {
     try {
         kcvk::IeeeEnvironment ieee;
-        using namespace kcv::gdn::cpu;
-        const CallOperands ops = read_call(call, false);
-        const kcv::gdn::Shape& s = ops.problem.shape;
-        if (call->n_outputs != 1 && call->n_outputs != 2) throw CallError("outputs: o and optionally ht");
-        std::vector<float> o(s.v_size()), ht(s.state_size());
-        kcv::gdn::ForwardArgsF32 a;
-        a.q = ops.q.data();
-        a.k = ops.k.data();
-        a.v = ops.v.data();
-        a.g = or_null(ops.g);
-        a.beta = or_null(ops.beta);
-        a.h0 = or_null(ops.h0);
-        a.o = o.data();
-        a.ht = ht.data();
-        kcv::gdn::forward(ops.problem, a);
-        write_floats(call->outputs[0], o, "o");
-        if (call->n_outputs == 2) write_floats(call->outputs[1], ht, "ht");
+        using namespace kcv::gdn;
+        cpu::serve_forward<ForwardArgsF32>(call, [](const Problem& p, const ForwardArgsF32& a) { forward(p, a); });
         return 0;
     } catch (const std::exception& e) {
         last_error = e.what();

@@ -95,74 +95,108 @@ TEST(GdnControls, ManifestsNameEveryMemberContract) {
     }
 }
 
-TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
-    Library fwd("gdn_forward"), bwd("gdn_backward");
-    ASSERT_NE(fwd.handle, nullptr) << dlerror();
-    ASSERT_NE(bwd.handle, nullptr) << dlerror();
-    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
-    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
-    auto fwd_error = fwd.get<const char* (*)()>("kcv_kernel_last_error");
-    ASSERT_TRUE(run_fwd && run_bwd && fwd_error);
-    const int64_t B = 1, T = 70, H = 1, HV = 2, K = 8, V = 4;
-    std::mt19937 rng(5);
-    std::normal_distribution<float> n01(0.0f, 1.0f);
-    for (kcv::gdn::Member m : kcv::gdn::all_members()) {
-        const bool strided = m.gate == GateKind::scalar;   // some members read through strides
-        HostTensor q({B, T, H, K}, strided), k({B, T, H, K}, strided), v({B, T, HV, V}, strided),
-            g(m.gate == GateKind::channel ? std::vector<int64_t>{B, T, HV, K} : std::vector<int64_t>{B, T, HV}),
-            beta({B, T, HV}), h0({B, HV, K, V}), d_o({B, T, HV, V}), dht({B, HV, K, V});
-        for (HostTensor* t : {&q, &k, &v, &h0, &d_o, &dht})
-            for (int64_t i = 0; i < t->numel(); ++i) t->at(i) = n01(rng) * (t == &k ? 0.35f : 1.0f);
-        for (int64_t i = 0; i < g.numel(); ++i) g.at(i) = -std::abs(n01(rng)) * 0.3f;
-        for (int64_t i = 0; i < beta.numel(); ++i) beta.at(i) = 0.5f + 0.4f * std::tanh(n01(rng));
-        std::vector<DLTensor> inputs = {q.dl, k.dl, v.dl};
-        if (m.gate != GateKind::none) inputs.push_back(g.dl);
-        if (m.delta) inputs.push_back(beta.dl);
-        inputs.push_back(h0.dl);
-        const double scale = 0.5;
+// One member's forward and backward through a pair of control libraries: random inputs of a
+// small problem (some members read through strides), every output of both calls, and the inputs'
+// logical values for calling an implementation directly.
+struct AbiRun {
+    static constexpr int64_t B = 1, T = 70, H = 1, HV = 2, K = 8, V = 4;
+    static constexpr double scale = 0.5;
+    kcv::gdn::Problem p;
+    HostTensor o{{B, T, HV, V}}, ht{{B, HV, K, V}}, dq{{B, T, H, K}}, dk{{B, T, H, K}}, dv{{B, T, HV, V}}, dg,
+        db{{B, T, HV}}, dh0{{B, HV, K, V}};
+    std::vector<float> q, k, v, g, beta, h0, d_o, dht;   // logical input values
+
+    static std::vector<int64_t> g_shape(kcv::gdn::Member m) {
+        return m.gate == GateKind::channel ? std::vector<int64_t>{B, T, HV, K} : std::vector<int64_t>{B, T, HV};
+    }
+
+    AbiRun(kcv::gdn::Member m, bool strided, std::mt19937& rng, kcv_kernel_fn run_fwd, kcv_kernel_fn run_bwd)
+        : p{m, kcv::gdn::Shape{B, T, H, HV, K, V, {}}, scale}, dg(g_shape(m)) {
+        std::normal_distribution<float> n01(0.0f, 1.0f);
+        HostTensor tq({B, T, H, K}, strided), tk({B, T, H, K}, strided), tv({B, T, HV, V}, strided),
+            tg(g_shape(m)), tbeta({B, T, HV}), th0({B, HV, K, V}), tdo({B, T, HV, V}), tdht({B, HV, K, V});
+        for (HostTensor* t : {&tq, &tk, &tv, &th0, &tdo, &tdht})
+            for (int64_t i = 0; i < t->numel(); ++i) t->at(i) = n01(rng) * (t == &tk ? 0.35f : 1.0f);
+        for (int64_t i = 0; i < tg.numel(); ++i) tg.at(i) = -std::abs(n01(rng)) * 0.3f;
+        for (int64_t i = 0; i < tbeta.numel(); ++i) tbeta.at(i) = 0.5f + 0.4f * std::tanh(n01(rng));
+        std::vector<DLTensor> inputs = {tq.dl, tk.dl, tv.dl};
+        if (m.gate != GateKind::none) inputs.push_back(tg.dl);
+        if (m.delta) inputs.push_back(tbeta.dl);
+        inputs.push_back(th0.dl);
         std::vector<kcv_attribute> attrs = {{"gate", double(int(m.gate))}, {"delta", m.delta ? 1.0 : 0.0},
                                             {"scale", scale}, {"initial_state", 1.0}, {"final_state", 1.0}};
-        HostTensor o({B, T, HV, V}), ht({B, HV, K, V});
         std::vector<DLTensor> outs = {o.dl, ht.dl};
         kcv_call call{KCV_ABI_VERSION, "gdn-forward", int32_t(inputs.size()), inputs.data(), 2, outs.data(),
                       int32_t(attrs.size()), attrs.data(), nullptr};
-        ASSERT_EQ(run_fwd(&call), 0) << kcv::gdn::member_name(m) << ": " << fwd_error();
-
-        // The same problem through the library directly.
-        const kcv::gdn::Problem p{m, kcv::gdn::Shape{B, T, H, HV, K, V, {}}, scale};
-        const auto ql = q.logical(), kl = k.logical(), vl = v.logical(), gl = g.logical(), bl = beta.logical(),
-                   hl = h0.logical(), dol = d_o.logical(), dhl = dht.logical();
-        std::vector<float> want_o(size_t(o.numel())), want_ht(size_t(ht.numel()));
-        kcv::gdn::cpu::chunked_forward(p, {ql.data(), kl.data(), vl.data(), gl.data(), bl.data(), hl.data(),
-                                           want_o.data(), want_ht.data()});
-        EXPECT_EQ(0, std::memcmp(o.logical().data(), want_o.data(), want_o.size() * 4)) << kcv::gdn::member_name(m);
-        EXPECT_EQ(0, std::memcmp(ht.logical().data(), want_ht.data(), want_ht.size() * 4)) << kcv::gdn::member_name(m);
-
+        EXPECT_EQ(run_fwd(&call), 0);
         std::vector<DLTensor> bin = inputs;
-        bin.push_back(d_o.dl);
-        bin.push_back(dht.dl);
-        HostTensor dq({B, T, H, K}), dk({B, T, H, K}), dv({B, T, HV, V}), dg(g.shape), db({B, T, HV}), dh0({B, HV, K, V});
+        bin.push_back(tdo.dl);
+        bin.push_back(tdht.dl);
         std::vector<DLTensor> bouts = {dq.dl, dk.dl, dv.dl};
         if (m.gate != GateKind::none) bouts.push_back(dg.dl);
         if (m.delta) bouts.push_back(db.dl);
         bouts.push_back(dh0.dl);
         kcv_call bcall{KCV_ABI_VERSION, "gdn-backward", int32_t(bin.size()), bin.data(), int32_t(bouts.size()),
                        bouts.data(), int32_t(attrs.size()), attrs.data(), nullptr};
-        ASSERT_EQ(run_bwd(&bcall), 0) << kcv::gdn::member_name(m);
-        std::vector<float> wdq(size_t(dq.numel())), wdk(wdq.size()), wdv(size_t(dv.numel())), wdg(size_t(dg.numel())),
-            wdb(size_t(db.numel())), wdh0(size_t(dh0.numel()));
-        kcv::gdn::cpu::BackwardArgs a;
-        a.q = ql.data(); a.k = kl.data(); a.v = vl.data(); a.g = gl.data(); a.beta = bl.data(); a.h0 = hl.data();
-        a.d_o = dol.data(); a.dht = dhl.data();
-        a.dq = wdq.data(); a.dk = wdk.data(); a.dv = wdv.data(); a.dg = wdg.data(); a.dbeta = wdb.data();
-        a.dh0 = wdh0.data();
-        kcv::gdn::cpu::chunked_backward(p, a);
-        EXPECT_EQ(dq.logical(), wdq) << kcv::gdn::member_name(m);
-        EXPECT_EQ(dk.logical(), wdk) << kcv::gdn::member_name(m);
-        EXPECT_EQ(dv.logical(), wdv) << kcv::gdn::member_name(m);
-        EXPECT_EQ(dh0.logical(), wdh0) << kcv::gdn::member_name(m);
-        if (m.gate != GateKind::none) EXPECT_EQ(dg.logical(), wdg) << kcv::gdn::member_name(m);
-        if (m.delta) EXPECT_EQ(db.logical(), wdb) << kcv::gdn::member_name(m);
+        EXPECT_EQ(run_bwd(&bcall), 0);
+        q = tq.logical(), k = tk.logical(), v = tv.logical(), g = tg.logical(), beta = tbeta.logical();
+        h0 = th0.logical(), d_o = tdo.logical(), dht = tdht.logical();
+    }
+
+    // Output arrays sized as this run's, and the argument structs of an implementation (the
+    // chunked one's or the oracle's float32 ones) over them and the inputs.
+    struct Outputs {
+        std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
+    };
+    Outputs outputs() {
+        return {std::vector<float>(size_t(o.numel())),  std::vector<float>(size_t(ht.numel())),
+                std::vector<float>(size_t(dq.numel())), std::vector<float>(size_t(dk.numel())),
+                std::vector<float>(size_t(dv.numel())), std::vector<float>(size_t(dg.numel())),
+                std::vector<float>(size_t(db.numel())), std::vector<float>(size_t(dh0.numel()))};
+    }
+    template <class FA>
+    FA forward_args(Outputs& w) const {
+        FA a;
+        a.q = q.data(); a.k = k.data(); a.v = v.data(); a.g = g.data(); a.beta = beta.data(); a.h0 = h0.data();
+        a.o = w.o.data(); a.ht = w.ht.data();
+        return a;
+    }
+    template <class BA>
+    BA backward_args(Outputs& w) const {
+        BA a;
+        a.q = q.data(); a.k = k.data(); a.v = v.data(); a.g = g.data(); a.beta = beta.data(); a.h0 = h0.data();
+        a.d_o = d_o.data(); a.dht = dht.data(); a.dq = w.dq.data(); a.dk = w.dk.data(); a.dv = w.dv.data();
+        a.dg = w.dg.data(); a.dbeta = w.dbeta.data(); a.dh0 = w.dh0.data();
+        return a;
+    }
+    // Every output of the ABI calls equals w bit for bit.
+    void expect_equal(Outputs& w) {
+        EXPECT_EQ(o.logical(), w.o);
+        EXPECT_EQ(ht.logical(), w.ht);
+        EXPECT_EQ(dq.logical(), w.dq);
+        EXPECT_EQ(dk.logical(), w.dk);
+        EXPECT_EQ(dv.logical(), w.dv);
+        EXPECT_EQ(dh0.logical(), w.dh0);
+        if (p.member.gate != GateKind::none) EXPECT_EQ(dg.logical(), w.dg);
+        if (p.member.delta) EXPECT_EQ(db.logical(), w.dbeta);
+    }
+};
+
+TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
+    Library fwd("gdn_forward"), bwd("gdn_backward");
+    ASSERT_NE(fwd.handle, nullptr) << dlerror();
+    ASSERT_NE(bwd.handle, nullptr) << dlerror();
+    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
+    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
+    ASSERT_TRUE(run_fwd && run_bwd);
+    std::mt19937 rng(5);
+    for (kcv::gdn::Member m : kcv::gdn::all_members()) {
+        SCOPED_TRACE(kcv::gdn::member_name(m));
+        AbiRun run(m, m.gate == GateKind::scalar, rng, run_fwd, run_bwd);   // some members read through strides
+        AbiRun::Outputs want = run.outputs();
+        kcv::gdn::cpu::chunked_forward(run.p, run.forward_args<kcv::gdn::cpu::ForwardArgs>(want));
+        kcv::gdn::cpu::chunked_backward(run.p, run.backward_args<kcv::gdn::cpu::BackwardArgs>(want));
+        run.expect_equal(want);
     }
 }
 
@@ -176,9 +210,7 @@ TEST(GdnControls, RecurrentFormIsTheOraclesStepsInFloat32) {
     auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
     auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
     ASSERT_TRUE(run_fwd && run_bwd);
-    const int64_t B = 1, T = 70, H = 1, HV = 2, K = 8, V = 4;
     std::mt19937 rng(9);
-    std::normal_distribution<float> n01(0.0f, 1.0f);
     auto rel = [](const std::vector<float>& y, const std::vector<double>& ref) {
         double err = 0.0, top = 0.0;
         for (size_t i = 0; i < y.size(); ++i) {
@@ -187,91 +219,39 @@ TEST(GdnControls, RecurrentFormIsTheOraclesStepsInFloat32) {
         }
         return err / top;
     };
+    auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
     for (kcv::gdn::Member m : kcv::gdn::all_members()) {
         SCOPED_TRACE(kcv::gdn::member_name(m));
-        HostTensor q({B, T, H, K}, true), k({B, T, H, K}), v({B, T, HV, V}),
-            g(m.gate == GateKind::channel ? std::vector<int64_t>{B, T, HV, K} : std::vector<int64_t>{B, T, HV}),
-            beta({B, T, HV}), h0({B, HV, K, V}), d_o({B, T, HV, V}), dht({B, HV, K, V});
-        for (HostTensor* t : {&q, &k, &v, &h0, &d_o, &dht})
-            for (int64_t i = 0; i < t->numel(); ++i) t->at(i) = n01(rng) * (t == &k ? 0.35f : 1.0f);
-        for (int64_t i = 0; i < g.numel(); ++i) g.at(i) = -std::abs(n01(rng)) * 0.3f;
-        for (int64_t i = 0; i < beta.numel(); ++i) beta.at(i) = 0.5f + 0.4f * std::tanh(n01(rng));
-        std::vector<DLTensor> inputs = {q.dl, k.dl, v.dl};
-        if (m.gate != GateKind::none) inputs.push_back(g.dl);
-        if (m.delta) inputs.push_back(beta.dl);
-        inputs.push_back(h0.dl);
-        const double scale = 0.5;
-        std::vector<kcv_attribute> attrs = {{"gate", double(int(m.gate))}, {"delta", m.delta ? 1.0 : 0.0},
-                                            {"scale", scale}, {"initial_state", 1.0}, {"final_state", 1.0}};
-        HostTensor o({B, T, HV, V}), ht({B, HV, K, V});
-        std::vector<DLTensor> outs = {o.dl, ht.dl};
-        kcv_call call{KCV_ABI_VERSION, "gdn-forward", int32_t(inputs.size()), inputs.data(), 2, outs.data(),
-                      int32_t(attrs.size()), attrs.data(), nullptr};
-        ASSERT_EQ(run_fwd(&call), 0);
-        std::vector<DLTensor> bin = inputs;
-        bin.push_back(d_o.dl);
-        bin.push_back(dht.dl);
-        HostTensor dq({B, T, H, K}), dk({B, T, H, K}), dv({B, T, HV, V}), dg(g.shape), db({B, T, HV}), dh0({B, HV, K, V});
-        std::vector<DLTensor> bouts = {dq.dl, dk.dl, dv.dl};
-        if (m.gate != GateKind::none) bouts.push_back(dg.dl);
-        if (m.delta) bouts.push_back(db.dl);
-        bouts.push_back(dh0.dl);
-        kcv_call bcall{KCV_ABI_VERSION, "gdn-backward", int32_t(bin.size()), bin.data(), int32_t(bouts.size()),
-                       bouts.data(), int32_t(attrs.size()), attrs.data(), nullptr};
-        ASSERT_EQ(run_bwd(&bcall), 0);
-
-        const kcv::gdn::Problem p{m, kcv::gdn::Shape{B, T, H, HV, K, V, {}}, scale};
-        const auto ql = q.logical(), kl = k.logical(), vl = v.logical(), gl = g.logical(), bl = beta.logical(),
-                   hl = h0.logical(), dol = d_o.logical(), dhl = dht.logical();
-        // The oracle's steps in float32, called directly.
-        std::vector<float> fo(size_t(o.numel())), fht(size_t(ht.numel())), fdq(size_t(dq.numel())), fdk(fdq.size()),
-            fdv(size_t(dv.numel())), fdg(size_t(dg.numel())), fdb(size_t(db.numel())), fdh0(size_t(dh0.numel()));
-        kcv::gdn::ForwardArgsF32 fa;
-        fa.q = ql.data(); fa.k = kl.data(); fa.v = vl.data(); fa.g = gl.data(); fa.beta = bl.data(); fa.h0 = hl.data();
-        fa.o = fo.data(); fa.ht = fht.data();
-        kcv::gdn::forward(p, fa);
-        kcv::gdn::BackwardArgsF32 ba;
-        ba.q = ql.data(); ba.k = kl.data(); ba.v = vl.data(); ba.g = gl.data(); ba.beta = bl.data(); ba.h0 = hl.data();
-        ba.d_o = dol.data(); ba.dht = dhl.data(); ba.dq = fdq.data(); ba.dk = fdk.data(); ba.dv = fdv.data();
-        ba.dg = fdg.data(); ba.dbeta = fdb.data(); ba.dh0 = fdh0.data();
-        kcv::gdn::backward(p, ba);
-        EXPECT_EQ(o.logical(), fo);
-        EXPECT_EQ(ht.logical(), fht);
-        EXPECT_EQ(dq.logical(), fdq);
-        EXPECT_EQ(dk.logical(), fdk);
-        EXPECT_EQ(dv.logical(), fdv);
-        EXPECT_EQ(dh0.logical(), fdh0);
-        if (m.gate != GateKind::none) EXPECT_EQ(dg.logical(), fdg);
-        if (m.delta) EXPECT_EQ(db.logical(), fdb);
+        AbiRun run(m, true, rng, run_fwd, run_bwd);
+        AbiRun::Outputs f = run.outputs();
+        kcv::gdn::forward(run.p, run.forward_args<kcv::gdn::ForwardArgsF32>(f));
+        kcv::gdn::backward(run.p, run.backward_args<kcv::gdn::BackwardArgsF32>(f));
+        run.expect_equal(f);
 
         // The float64 oracle on the same (float32) inputs.
-        auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-        const auto q64 = widen(ql), k64 = widen(kl), v64 = widen(vl), g64 = widen(gl), b64 = widen(bl),
-                   h64 = widen(hl), ddo = widen(dol), ddht = widen(dhl);
-        std::vector<double> ro(fo.size()), rht(fht.size()), rdq(fdq.size()), rdk(fdk.size()), rdv(fdv.size()),
-            rdg(fdg.size()), rdb(fdb.size()), rdh0(fdh0.size());
-        kcv::gdn::ForwardArgs da;
-        da.q = q64.data(); da.k = k64.data(); da.v = v64.data(); da.g = g64.data(); da.beta = b64.data();
-        da.h0 = h64.data(); da.o = ro.data(); da.ht = rht.data();
-        kcv::gdn::forward(p, da);
-        kcv::gdn::BackwardArgs dba;
-        dba.q = q64.data(); dba.k = k64.data(); dba.v = v64.data(); dba.g = g64.data(); dba.beta = b64.data();
-        dba.h0 = h64.data(); dba.d_o = ddo.data(); dba.dht = ddht.data(); dba.dq = rdq.data(); dba.dk = rdk.data();
-        dba.dv = rdv.data(); dba.dg = rdg.data(); dba.dbeta = rdb.data(); dba.dh0 = rdh0.data();
-        kcv::gdn::backward(p, dba);
-        for (auto [y, ref] : {std::pair{&fo, &ro}, {&fht, &rht}, {&fdq, &rdq}, {&fdk, &rdk}, {&fdv, &rdv}, {&fdh0, &rdh0}}) {
-            const double r = rel(*y, *ref);
-            EXPECT_LT(r, 1e-5);
-            EXPECT_GT(r, 0.0) << "float32 arithmetic cannot be exact on these inputs";
+        const auto q = widen(run.q), k = widen(run.k), v = widen(run.v), g = widen(run.g), beta = widen(run.beta),
+                   h0 = widen(run.h0), d_o = widen(run.d_o), dht = widen(run.dht);
+        std::vector<double> o(f.o.size()), ht(f.ht.size()), dq(f.dq.size()), dk(f.dk.size()), dv(f.dv.size()),
+            dg(f.dg.size()), dbeta(f.dbeta.size()), dh0(f.dh0.size());
+        kcv::gdn::forward(run.p, {q.data(), k.data(), v.data(), g.data(), beta.data(), h0.data(), o.data(), ht.data()});
+        kcv::gdn::BackwardArgs r;
+        r.q = q.data(); r.k = k.data(); r.v = v.data(); r.g = g.data(); r.beta = beta.data(); r.h0 = h0.data();
+        r.d_o = d_o.data(); r.dht = dht.data(); r.dq = dq.data(); r.dk = dk.data(); r.dv = dv.data(); r.dg = dg.data();
+        r.dbeta = dbeta.data(); r.dh0 = dh0.data();
+        kcv::gdn::backward(run.p, r);
+        for (auto [y, ref] :
+             {std::pair{&f.o, &o}, {&f.ht, &ht}, {&f.dq, &dq}, {&f.dk, &dk}, {&f.dv, &dv}, {&f.dh0, &dh0}}) {
+            const double e = rel(*y, *ref);
+            EXPECT_LT(e, 1e-5);
+            EXPECT_GT(e, 0.0) << "float32 arithmetic cannot be exact on these inputs";
         }
-        if (m.gate != GateKind::none) EXPECT_LT(rel(fdg, rdg), 1e-5);
-        if (m.delta) EXPECT_LT(rel(fdb, rdb), 1e-5);
+        if (m.gate != GateKind::none) EXPECT_LT(rel(f.dg, dg), 1e-5);
+        if (m.delta) EXPECT_LT(rel(f.dbeta, dbeta), 1e-5);
 
         // Not the chunked control's numbers.
-        std::vector<float> co(fo.size()), cht(fht.size());
-        kcv::gdn::cpu::chunked_forward(p, {ql.data(), kl.data(), vl.data(), gl.data(), bl.data(), hl.data(), co.data(),
-                                           cht.data()});
-        EXPECT_NE(cht, fht);
+        AbiRun::Outputs c = run.outputs();
+        kcv::gdn::cpu::chunked_forward(run.p, run.forward_args<kcv::gdn::cpu::ForwardArgs>(c));
+        EXPECT_NE(c.ht, f.ht);
     }
 }
 
