@@ -2,6 +2,7 @@
 // states the recurrence, the layout and the magnitude model; docs/gdn.md derives both.
 #include "gdn_oracle.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -43,17 +44,20 @@ struct Token {
     const Real* q;
     const Real* k;
     const Real* v;
-    std::vector<Real> decay, half;   // e^g; e^{g/2} (float32 only)
+    std::vector<Real> decay, half;   // e^g; e^{g/2} (float32 only, else empty)
     Real b, w;
+    static constexpr bool kHalves = std::is_same_v<Real, float>;
 
     Real decayed(int64_t i, Real x) const {
-        if constexpr (std::is_same_v<Real, float>)
+        if constexpr (kHalves)
             if (decay[i] < std::numeric_limits<float>::min()) return (x * half[i]) * half[i];
         return decay[i] * x;
     }
-    void set_decay(int64_t i, Real g) {
-        decay[i] = std::exp(g);
-        if constexpr (std::is_same_v<Real, float>) half[i] = std::exp(Real(0.5) * g);
+    // Channels [i, end) decay by e^g.
+    void set_decay(int64_t i, int64_t end, Real g) {
+        const Real d = std::exp(g);
+        std::fill(decay.begin() + i, decay.begin() + end, d);
+        if constexpr (kHalves) std::fill(half.begin() + i, half.begin() + end, std::exp(Real(0.5) * g));
     }
 };
 
@@ -62,12 +66,12 @@ Token<Real> load_token(const Problem& p, const Layout& L, const Real* q, const R
                  const Real* g, const Real* beta, const Sequence& seq, int64_t t, int64_t hv) {
     const int64_t K = p.shape.K;
     Token<Real> tk{q + L.qk(seq, t, hv), k + L.qk(seq, t, hv), v + L.vo(seq, t, hv), std::vector<Real>(K, 1.0),
-                   std::vector<Real>(K, 1.0), 0.0, 1.0};
+                   std::vector<Real>(Token<Real>::kHalves ? K : 0, 1.0), 0.0, 1.0};
     if (p.member.gate == GateKind::scalar) {
-        for (int64_t i = 0; i < K; ++i) tk.set_decay(i, g[L.head(seq, t, hv)]);
+        tk.set_decay(0, K, g[L.head(seq, t, hv)]);
     } else if (p.member.gate == GateKind::channel) {
         const Real* gc = g + L.head(seq, t, hv) * K;
-        for (int64_t i = 0; i < K; ++i) tk.set_decay(i, gc[i]);
+        for (int64_t i = 0; i < K; ++i) tk.set_decay(i, i + 1, gc[i]);
     }
     if (p.member.delta) tk.b = tk.w = beta[L.head(seq, t, hv)];
     return tk;
