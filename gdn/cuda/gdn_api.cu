@@ -86,7 +86,8 @@ int dispatch(const kcv_gdn_params& p, cudaStream_t s, bool backward) {
     DeviceLauncher launch{s, sms};
     int status;
     if constexpr (sizeof(TI) == 2)
-        status = reference_kernels() ? launch_member<TI, 1>(launch, p, backward) : launch_member<TI, 2>(launch, p, backward);
+        status = reference_kernels() ? launch_member<TI, 1>(launch, p, backward)
+                                      : launch_member<TI, 2, kMaxDim>(launch, p, backward);
     else
         status = launch_member<TI, 1>(launch, p, backward);
     if (status != 0 && last_error.empty()) return fail("no such member");

@@ -35,8 +35,9 @@ namespace kcv::gdn::cuda {
 // per-channel gate's factor e^{γ_ti} depends on the channel too and cannot be split between the
 // operands; that update stays version 1's scalar loop. Tiles are padded so that each fragment
 // load falls into distinct banks.
-template <int GATE, bool DELTA, class TI, int COLS>
-__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims d, Workspace w, BackwardArgs a) {
+template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
+__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a) {
+    const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
@@ -173,8 +174,9 @@ inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols) {
                             2 * kChunk * (kChunk + 8) + 3 * kChunk * ld + K);
 }
 
-template <int GATE, bool DELTA, class TI>
-__global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims d, Workspace w, BackwardArgs a) {
+template <int GATE, bool DELTA, class TI, int KV = 0>
+__global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspace w, BackwardArgs a) {
+    const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
     const int hv = blockIdx.y, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;

@@ -67,6 +67,17 @@ struct Dims {
     float scale;
 };
 
+// d with K = V = KV when KV > 0. The launches take that instantiation of a version 2 kernel when
+// both head sizes equal KV (gdn_launch.cuh), so every loop bound, index product and edge test
+// that depends on K or V is a constant the compiler folds, and the products' loops unroll. Only
+// integer work changes: the same float operations run in the same order (no contraction,
+// -fmad=false), so the results are the same bits as with the sizes read at run time.
+template <int KV>
+__device__ __forceinline__ Dims with_head_size(Dims d) {
+    if constexpr (KV > 0) d.K = d.V = KV;
+    return d;
+}
+
 // One chunk of one sequence: tokens [row0, row0 + L) of the flattened B·T token axis.
 struct ChunkPos {
     int n;        // sequence

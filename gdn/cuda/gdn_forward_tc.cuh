@@ -76,8 +76,9 @@ __device__ inline void unit_lower_inverse_blocked(const float* A, int L, float* 
     }
 }
 
-template <int GATE, bool DELTA, class TI>
-__global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims d, Workspace w, ForwardArgs a) {
+template <int GATE, bool DELTA, class TI, int KV = 0>
+__global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims sizes, Workspace w, ForwardArgs a) {
+    const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
     const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
@@ -165,8 +166,9 @@ template <int COLS>
 constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
 constexpr int kScanBatch = 8;
 
-template <int GATE, bool DELTA, class TI, int COLS>
-__global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Dims d, Workspace w, ForwardArgs a) {
+template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
+__global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Dims sizes, Workspace w, ForwardArgs a) {
+    const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
@@ -247,8 +249,9 @@ inline size_t scan_tc_smem_bytes(int K, int cols) {
 // read once, coalesced, instead of element by element from global memory inside the product
 // (each by every warp whose tiles need it). Row strides K + 4, C + 4 and V + 8 put each fragment
 // load of the product into distinct banks; the values and the order of the sums are as before.
-template <int GATE, class TI>
-__global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims d, Workspace w, ForwardArgs a) {
+template <int GATE, class TI, int KV = 0>
+__global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims sizes, Workspace w, ForwardArgs a) {
+    const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
     const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;

@@ -58,8 +58,9 @@ int with_columns(int cols, F&& f) {
     return f.template operator()<16>();
 }
 
-// The chunk preparation and the state scan, shared by the forward and the backward.
-template <int GATE, bool DELTA, class TI, int VERSION, class Launcher>
+// The chunk preparation and the state scan, shared by the forward and the backward. KV > 0: the
+// version 2 kernels with K = V = KV fixed at compile time (with_head_size, gdn_common.cuh).
+template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
 int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspace& w, const ForwardArgs& fa) {
     if (p.cu_seqlens) {
         if (launch(chunk_offsets_kernel, dim3(1), 0, "chunk_offsets", p.cu_seqlens, d.N, w.chunk_offsets)) return 1;
@@ -68,7 +69,7 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
     const dim3 chunks(d.slots, d.HV);
     const size_t smem = prepare_smem_bytes(d.K, GATE);
     if constexpr (VERSION == 2) {
-        if (launch(prepare_chunks_tc<GATE, DELTA, TI>, chunks, smem, "prepare_chunks_tc", d, w, fa)) return 1;
+        if (launch(prepare_chunks_tc<GATE, DELTA, TI, KV>, chunks, smem, "prepare_chunks_tc", d, w, fa)) return 1;
     } else {
         if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, smem, "prepare_chunks", d, w, fa)) return 1;
     }
@@ -76,7 +77,7 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
         const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c); });
         return with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(state_scan_tc<GATE, DELTA, TI, COLS>, slices, scan_tc_smem_bytes(d.K, COLS), "state_scan_tc", d,
+            return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, scan_tc_smem_bytes(d.K, COLS), "state_scan_tc", d,
                           w, fa);
         });
     } else {
@@ -85,34 +86,34 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
     }
 }
 
-template <int GATE, bool DELTA, class TI, int VERSION, class Launcher>
+template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
 int forward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     Dims d = make_dims(p);
     Workspace w{};
     layout_workspace(d, false, GATE, p.workspace, w);
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, p.o, p.ht};
-    if (prepare_and_scan<GATE, DELTA, TI, VERSION>(launch, p, d, w, fa)) return 1;
+    if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa)) return 1;
     const dim3 chunks(d.slots, d.HV);
     if constexpr (VERSION == 2)
-        return launch(chunk_output_tc<GATE, TI>, chunks, output_tc_smem_bytes(d.K, d.V), "chunk_output_tc", d, w,
+        return launch(chunk_output_tc<GATE, TI, KV>, chunks, output_tc_smem_bytes(d.K, d.V), "chunk_output_tc", d, w,
                       fa);
     else
         return launch(chunk_output<GATE, TI>, chunks, output_smem_bytes(d.K), "chunk_output", d, w, fa);
 }
 
-template <int GATE, bool DELTA, class TI, int VERSION, class Launcher>
+template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
 int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     Dims d = make_dims(p);
     Workspace w{};
     layout_workspace(d, true, GATE, p.workspace, w);
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, nullptr, nullptr};
-    if (prepare_and_scan<GATE, DELTA, TI, VERSION>(launch, p, d, w, fa)) return 1;
+    if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
     if constexpr (VERSION == 2) {
         const int cols = scan_columns(d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c); });
         const int rc = with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS>, slices, reverse_scan_tc_smem_bytes(d.K, GATE, COLS),
+            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, reverse_scan_tc_smem_bytes(d.K, GATE, COLS),
                           "reverse_scan_tc", d, w, ba);
         });
         if (rc) return 1;
@@ -124,7 +125,7 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     const dim3 chunks(d.slots, d.HV);
     const size_t smem = grad_smem_bytes(d.K, GATE);
     if constexpr (VERSION == 2) {
-        if (launch(chunk_grad_tc<GATE, DELTA, TI>, chunks, smem, "chunk_grad_tc", d, w, ba)) return 1;
+        if (launch(chunk_grad_tc<GATE, DELTA, TI, KV>, chunks, smem, "chunk_grad_tc", d, w, ba)) return 1;
     } else {
         if (launch(chunk_grad<GATE, DELTA, TI>, chunks, smem, "chunk_grad", d, w, ba)) return 1;
     }
@@ -134,12 +135,19 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
 }
 
 // The forward or the backward of the member p names (gate kind × delta) for input dtype TI, with
-// the kernels of VERSION; 1 for a combination that is not a member.
-template <class TI, int VERSION = 1, class Launcher>
+// the kernels of VERSION; 1 for a combination that is not a member. FIXED > 0: version 2 takes
+// the kernels compiled for K = V = FIXED when p has those sizes (the same bits, less integer work).
+template <class TI, int VERSION = 1, int FIXED = 0, class Launcher>
 int launch_member(Launcher& launch, const kcv_gdn_params& p, bool backward) {
+    const bool fixed = VERSION == 2 && FIXED > 0 && p.K == FIXED && p.V == FIXED;
     auto run = [&]<int GATE, bool DELTA>() {
-        return backward ? backward_sequence<GATE, DELTA, TI, VERSION>(launch, p)
-                        : forward_sequence<GATE, DELTA, TI, VERSION>(launch, p);
+        if constexpr (VERSION == 2 && FIXED > 0) {
+            if (fixed)
+                return backward ? backward_sequence<GATE, DELTA, TI, VERSION, FIXED>(launch, p)
+                                : forward_sequence<GATE, DELTA, TI, VERSION, FIXED>(launch, p);
+        }
+        return backward ? backward_sequence<GATE, DELTA, TI, VERSION, 0>(launch, p)
+                        : forward_sequence<GATE, DELTA, TI, VERSION, 0>(launch, p);
     };
     switch (p.gate * 2 + p.delta) {
         case 0: return run.template operator()<0, false>();

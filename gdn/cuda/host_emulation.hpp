@@ -165,10 +165,12 @@ inline uint32_t shfl_xor(uint32_t value, int mask) {
 // with fewer host threads per block); refuses a block needing more shared memory than Hopper has.
 struct HostLauncher {
     unsigned threads = 32;
-    int sms = 132;   // the SM count the grids are sized for (an H200's)
+    int sms = 132;                                 // the SM count the grids are sized for (an H200's)
+    std::vector<const void*>* launched = nullptr;  // when set, each kernel's address, in launch order
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char*, Args... args) {
+        if (launched) launched->push_back(reinterpret_cast<const void*>(kernel));
         if (smem > sizeof(shared_memory)) return 1;
         if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
         launch(kernel, grid, threads, args...);

@@ -43,9 +43,13 @@ struct RunInputs {
 // Forward then backward with the kernels of `version` (1 or 2) for input dtype `dtype` (0 float32,
 // 1 bfloat16, 2 float16, as kcv_gdn_params) into `out`, on a workspace that starts as NaN, the
 // grids sized for `sms` SMs; the first nonzero status of the two launch sequences, else 0. The
-// 16-bit outputs (o, dq, dk, dv, dbeta) come back widened to float32.
-inline int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132,
-                      int dtype = 0) {
+// 16-bit outputs (o, dq, dk, dv, dbeta) come back widened to float32. FIXED: version 2 takes the
+// kernels compiled for K = V = FIXED when the problem has those sizes, as the GPU library does for
+// kMaxDim (gdn_api.cu); 0 reads the sizes at run time everywhere. `launched`, when given, receives
+// the address of every kernel launched.
+template <int FIXED = kMaxDim>
+int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132, int dtype = 0,
+               std::vector<const void*>* launched = nullptr) {
     auto run = [&]<class TI>() {
         const Shape& s = p.shape;
         // The tensors of dtype TI: converted copies of the 16-bit inputs, buffers for the outputs.
@@ -79,11 +83,12 @@ inline int run_member(const Problem& p, const RunInputs& in, int version, RunOut
         kp.workspace_bytes = ws.size() * sizeof(float);
         HostLauncher launch;
         launch.sms = sms;
+        launch.launched = launched;
         // Outputs never written stay NaN, as out's own do.
         const TI nan = from_float<TI>(std::numeric_limits<float>::quiet_NaN());
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);
         for (bool backward : {false, true}) {
-            const int rc = version == 2 ? launch_member<TI, 2>(launch, kp, backward)
+            const int rc = version == 2 ? launch_member<TI, 2, FIXED>(launch, kp, backward)
                                         : launch_member<TI, 1>(launch, kp, backward);
             if (rc != 0) return rc;
         }

@@ -11,11 +11,13 @@
 // as the contracts declare; with cu_seqlens each sequence has its own, smaller L_n.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #define KCV_GDN_HOST_EMULATION 1
@@ -72,13 +74,15 @@ using Outputs = cu::emulation::RunOutputs;
 // Forward, then backward, through the emulated kernels, on the float32 specialisation, with the
 // kernels of `version` (1 the reference kernels, 2 the tensor-core ones, their mma.sync emulated
 // from the PTX fragment layout). Outputs and workspace start as NaN, so an element the kernels
-// never write cannot pass a comparison.
+// never write cannot pass a comparison. Version 2 takes the kernels compiled for K = V = 16 where a
+// case has those sizes (the GPU library's are compiled for 128, too slow to emulate; the bits are
+// the same, FixedHeadSizeKernelsGiveTheSameBits).
 Outputs run_kernels(const Case& c, const Inputs& in, int version = 1, int sms = 132) {
     const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
     Outputs out(p);
     const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
                                       c.h0 ? in.h0.data() : nullptr, in.d_o.data(), c.dht ? in.dht.data() : nullptr};
-    EXPECT_EQ(cu::emulation::run_member(p, ri, version, out, sms), 0) << c.name << ": a launch sequence failed";
+    EXPECT_EQ(cu::emulation::run_member<16>(p, ri, version, out, sms), 0) << c.name << ": a launch sequence failed";
     return out;
 }
 
@@ -259,6 +263,19 @@ TEST(GdnCudaEmulated, TensorCoreKernelsKeepSubnormalScaleOperands) {
     }
 }
 
+// Every output of `got` is the same bits as `want`'s; `what` names the comparison in a failure.
+void expect_same_bits(const Outputs& want, const Outputs& got, const std::string& what) {
+    const std::vector<std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>> outputs = {
+        {"o", &want.o, &got.o},     {"ht", &want.ht, &got.ht},       {"dq", &want.dq, &got.dq},
+        {"dk", &want.dk, &got.dk},  {"dv", &want.dv, &got.dv},       {"dg", &want.dg, &got.dg},
+        {"dbeta", &want.dbeta, &got.dbeta}, {"dh0", &want.dh0, &got.dh0}};
+    for (const auto& [name, w, g] : outputs) {
+        ASSERT_EQ(w->size(), g->size()) << what << ": " << name;
+        if (w->empty()) continue;   // dg, dbeta of the members without them: no data to compare
+        EXPECT_EQ(std::memcmp(w->data(), g->data(), w->size() * sizeof(float)), 0) << what << ": " << name << " differs";
+    }
+}
+
 // The tensor-core scans take a slice of 16 to 128 value columns per block, chosen from the grid
 // and the SM count (scan_columns). No column's sums depend on the width, so every output must be
 // the same bits at every width: run each member at the widths that three SM counts pick (checked
@@ -288,24 +305,55 @@ TEST(GdnCudaEmulated, ScanColumnWidthsGiveTheSameBits) {
             const Case c{std::string(kcv::gdn::member_name(m)) + "/V" + std::to_string(lay.shape.V), m, lay.shape};
             const Inputs in = draw(c, ++seed);
             const Outputs first = run_kernels(c, in, 2, lay.sms_cols.front().first);
-            for (size_t w = 1; w < lay.sms_cols.size(); ++w) {
-                const Outputs other = run_kernels(c, in, 2, lay.sms_cols[w].first);
-                const std::vector<std::pair<const char*, const std::vector<float>*>> pairs = {
-                    {"o", &other.o}, {"ht", &other.ht}, {"dq", &other.dq}, {"dk", &other.dk}, {"dv", &other.dv},
-                    {"dg", &other.dg}, {"dbeta", &other.dbeta}, {"dh0", &other.dh0}};
-                const std::vector<const std::vector<float>*> ref = {&first.o,  &first.ht, &first.dq, &first.dk,
-                                                                    &first.dv, &first.dg, &first.dbeta, &first.dh0};
-                for (size_t i = 0; i < pairs.size(); ++i) {
-                    ASSERT_EQ(pairs[i].second->size(), ref[i]->size());
-                    if (ref[i]->empty()) continue;   // dg, dbeta of the members without them: no data to compare
-                    EXPECT_EQ(std::memcmp(pairs[i].second->data(), ref[i]->data(), ref[i]->size() * sizeof(float)), 0)
-                        << c.name << ": " << pairs[i].first << " differs between " << lay.sms_cols.front().second
-                        << " and " << lay.sms_cols[w].second << " columns";
-                }
-            }
+            for (size_t w = 1; w < lay.sms_cols.size(); ++w)
+                expect_same_bits(first, run_kernels(c, in, 2, lay.sms_cols[w].first),
+                                 c.name + ": " + std::to_string(lay.sms_cols.front().second) + " and " +
+                                     std::to_string(lay.sms_cols[w].second) + " columns");
             // And the first width's run agrees with the oracle.
             const Ratios r = against_oracle(c, in, first);
             for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << c.name << " " << n << ": " << r.str();
+        }
+    }
+}
+
+// The version 2 kernels compiled for one head size (with_head_size, gdn_common.cuh; the GPU
+// library's K = V = 128) fold K and V into constants; only integer work may change, so every
+// output must be the same bits as the kernels that read the sizes at run time. At K = V = 16 here
+// (128 is the GPU's, too slow to emulate), varlen with a partial chunk, float32 inputs; for Gated
+// DeltaNet also bf16 inputs and a shape with K != V, which must not take the fixed kernels. (The
+// other tests run their K = V = 16 cases through the fixed kernels against the oracle.)
+TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
+    uint32_t seed = 1400;
+    for (Member m : kcv::gdn::all_members()) {
+        const bool gdn = m.gate == GateKind::scalar && m.delta;
+        std::vector<Shape> shapes = {Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}}};
+        if (gdn) shapes.push_back(Shape{1, 40, 1, 1, 16, 8, {}});
+        for (const Shape& shape : shapes) {
+            const Case c{std::string(kcv::gdn::member_name(m)) + "/K" + std::to_string(shape.K) + "V" +
+                             std::to_string(shape.V) + "/T" + std::to_string(shape.T),
+                         m, shape};
+            const Inputs in = draw(c, ++seed);
+            const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
+            const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
+                                              in.h0.data(), in.d_o.data(), in.dht.data()};
+            for (int dtype : {0, 1}) {
+                if (dtype == 1 && !gdn) continue;
+                Outputs runtime(p), fixed(p);
+                std::vector<const void*> launched;
+                ASSERT_EQ(cu::emulation::run_member<0>(p, ri, 2, runtime, 132, dtype), 0) << c.name;
+                ASSERT_EQ(cu::emulation::run_member<16>(p, ri, 2, fixed, 132, dtype, &launched), 0) << c.name;
+                expect_same_bits(runtime, fixed, c.name + " dtype " + std::to_string(dtype));
+                // Gated DeltaNet in float32: the fixed kernels ran where the sizes allow, not elsewhere.
+                if (gdn && dtype == 0) {
+                    const void* grad16 = reinterpret_cast<const void*>(&cu::chunk_grad_tc<1, true, float, 16>);
+                    const void* grad0 = reinterpret_cast<const void*>(&cu::chunk_grad_tc<1, true, float, 0>);
+                    const bool square = shape.K == 16 && shape.V == 16;
+                    EXPECT_EQ(std::count(launched.begin(), launched.end(), square ? grad16 : grad0), 1) << c.name;
+                    EXPECT_EQ(std::count(launched.begin(), launched.end(), square ? grad0 : grad16), 0) << c.name;
+                }
+                EXPECT_TRUE(std::all_of(fixed.o.begin(), fixed.o.end(), [](float x) { return std::isfinite(x); }))
+                    << c.name << ": an output left unwritten";
+            }
         }
     }
 }
