@@ -19,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gdn_bench import kcv_function, make_inputs  # noqa: E402
+from gdn_bench import import_gdn, kcv_function, make_inputs  # noqa: E402
 
 # (B, T, H, HV): many heads (wide scan slices on an H200) and few, with a partial last chunk.
 SHAPES = [(4, 1000, 32, 32), (1, 500, 2, 4)]
@@ -33,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", default="gdn,kda,gla,ssd,la")
     args = parser.parse_args()
-    from kcv import gdn
+    gdn = import_gdn()   # the installed package, or the ops from the source tree
 
     for B, T, H, HV in SHAPES:
         for member in args.members.split(","):
