@@ -19,6 +19,12 @@ of an earlier run, without a GPU.
     python bench/gdn_bench.py [--members gdn,kda,gla,ssd] [--json rows.json] [--results results.json]
     python bench/gdn_bench.py --rows-from gdn_bench.log --date 2026-11-30T17:45Z --results results.json
 
+--impls picks what is timed: kcv, fla (fla-core's Triton kernels; FLA_FLASH_QLA=0 is set so that
+fla's dispatcher cannot hand Gated DeltaNet to FlashQLA) and flashqla (FlashQLA's
+chunk_gated_delta_rule, the fused Hopper backend fla dispatches Gated DeltaNet to when it is
+installed; member gdn only). --check-baselines checks fla and FlashQLA against the float64 oracle
+as kcv is checked (rel_l2_<impl>, pass_fwd_bwd_<impl> in the rows).
+
 --profile adds kcv's CUDA time per kernel (torch.profiler), forward and forward + backward, to
 each row and prints it after the table: where the time goes. Member "la" (linear attention) is
 timed against fla's chunk_linear_attn with normalize=False, the plain recurrence.
@@ -32,6 +38,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import re
 import statistics
 import sys
@@ -122,6 +129,15 @@ def fla_function(member: str):
     if member == "la":  # fla normalises linear attention's output by default; the recurrence does not
         return lambda q, k, v, g, b: fn(*repeat(q, k, v), v, scale=K ** -0.5, normalize=False)[0]
     return lambda q, k, v, g, b: fn(*repeat(q, k, v), v, g, scale=K ** -0.5)[0]
+
+
+def flashqla_function(member: str):
+    """FlashQLA's op (Gated DeltaNet only), likewise."""
+    if member != "gdn":
+        return None
+    import flash_qla
+
+    return lambda q, k, v, g, b: flash_qla.chunk_gated_delta_rule(q, k, v, g, b, scale=K ** -0.5)[0]
 
 
 def rel_l2(x, ref) -> float:
@@ -281,6 +297,16 @@ def results(rows: list, device: str, date: str, versions: dict, bypassed: bool) 
         entry.update({key: r[key] for key in ("rel_l2", "check_window", "check_error") if key in r})
         if "pass_fwd_bwd" not in r and "check_error" not in r:
             entry["check_error"] = "no correctness check in this run"
+        for other in ("fla", "flashqla"):
+            if other == "flashqla" and f"{other}_fwdbwd_ms" in r:
+                entry[other] = {"fwdbwd_ms": r[f"{other}_fwdbwd_ms"], "ratio": ratio(r[f"{other}_fwdbwd_ms"],
+                                                                                       r["kcv_fwdbwd_ms"])}
+                if f"{other}_fwd_ms" in r:
+                    entry[other].update(fwd_ms=r[f"{other}_fwd_ms"], fwd_ratio=ratio(r[f"{other}_fwd_ms"],
+                                                                                     r["kcv_fwd_ms"]))
+            for key in (f"rel_l2_{other}", f"pass_fwd_bwd_{other}", f"check_error_{other}"):
+                if key in r:
+                    entry[key] = r[key]
         entry.update(device=device, date=date)
         out.append(entry)
     return out
@@ -295,9 +321,10 @@ def read_log(path: str):
                 rows.append(json.loads(line))
             except json.JSONDecodeError:  # a row cut short when the run was stopped
                 pass
-        elif m := re.match(r"device: (.+?), torch (\S+?)(?:, triton (\S+?), fla-core (\S+))?$", line):
+        elif m := re.match(r"device: (.+?), torch (\S+?)(?:, triton (\S+?), fla-core (\S+?))?(?:, flash-qla (\S+))?$",
+                           line):
             device = m[1]
-            versions = {n: x for n, x in zip(("torch", "triton", "fla-core"), m.groups()[1:]) if x}
+            versions = {n: x for n, x in zip(("torch", "triton", "fla-core", "flash-qla"), m.groups()[1:]) if x}
         elif line.startswith("note: fla's gated backward guard bypassed"):
             bypassed = True
     if device is None:
@@ -332,6 +359,8 @@ def run(args) -> tuple[list, str, dict, bool]:
 
     gdn = import_gdn()
     impls = args.impls.split(",")
+    # fla reads this on every call: its own Triton kernels, never FlashQLA behind its name.
+    os.environ["FLA_FLASH_QLA"] = "0"
     bypassed = False
     if args.fla_gated_bwd_despite_guard:
         import fla.ops.common.chunk_o as chunk_o
@@ -349,21 +378,29 @@ def run(args) -> tuple[list, str, dict, bool]:
         versions["fla-core"] = version("fla-core")
     except Exception:  # fla not installed: kcv's times alone
         pass
+    if "flashqla" in impls:
+        try:
+            versions["flash-qla"] = version("flash-qla")
+        except Exception:
+            pass
     print(f"device: {device}, torch {torch.__version__}, triton {versions['triton']}, "
-          f"fla-core {versions.get('fla-core', 'absent')}")
+          f"fla-core {versions.get('fla-core', 'absent')}"
+          + (f", flash-qla {versions['flash-qla']}" if "flash-qla" in versions else ""))
     rows = []
     for member in args.members.split(","):
         ours = kcv_function(member, gdn)
         theirs = fla_function(member) if "fla" in impls else None
+        fused = flashqla_function(member) if "flashqla" in impls else None
         for index, (label, B, T, H, HV) in enumerate(shapes):
             inputs = make_inputs(member, B, T, H, HV)
             row = {"member": member, "shape": label}
             try:
-                if index == 0 and len(impls) == 2:
+                if index == 0 and "kcv" in impls and theirs is not None:
                     with torch.no_grad():
                         a, b = ours(*inputs).float(), theirs(*inputs).float()
                     row["max_diff_vs_fla"] = ((a - b).abs().max() / b.abs().max()).item()
-                for name, fn in [(n, f) for n, f in (("kcv", ours), ("fla", theirs)) if n in impls]:
+                timed = (("kcv", ours), ("fla", theirs), ("flashqla", fused))
+                for name, fn in [(n, f) for n, f in timed if n in impls and f is not None]:
                     row[f"{name}_fwd_ms"], row[f"{name}_fwd_p10_p90"] = time_ms(fn, inputs, False)
                     row[f"{name}_fwdbwd_ms"], row[f"{name}_fwdbwd_p10_p90"] = time_ms(fn, inputs, True)
                 if args.profile and "kcv" in impls:
@@ -380,6 +417,15 @@ def run(args) -> tuple[list, str, dict, bool]:
                     row["check_s"] = round(time.perf_counter() - start, 2)
                 except Exception as e:
                     row["check_error"] = f"{type(e).__name__}: {e}"[:300]
+            for name, fn in (("fla", theirs), ("flashqla", fused)):
+                if fn is None or not args.check_baselines:
+                    continue
+                window = max(1, min(T, args.check_tokens // (HV // H)))
+                try:
+                    row[f"rel_l2_{name}"] = errors = check_fwd_bwd(member, fn, inputs, window)
+                    row[f"pass_fwd_bwd_{name}"] = within_bars(errors)
+                except Exception as e:
+                    row[f"check_error_{name}"] = f"{type(e).__name__}: {e}"[:300]
             rows.append(row)
             print(json.dumps(row), flush=True)
             del inputs
@@ -400,6 +446,8 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="also record kcv's CUDA time per kernel (torch.profiler), forward and fwd+bwd")
     parser.add_argument("--no-check", action="store_true", help="skip the check against the float64 oracle")
+    parser.add_argument("--check-baselines", action="store_true",
+                        help="also check fla's and FlashQLA's outputs and gradients against the float64 oracle")
     parser.add_argument("--check-tokens", type=int, default=CHECK_TOKENS,
                         help="tokens times value heads the oracle checks per shape (its cost is linear in it)")
     parser.add_argument("--rows-from", default=None, help="rebuild the table and --results from this run log")

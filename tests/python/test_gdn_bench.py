@@ -130,6 +130,21 @@ def test_rows_from_an_older_log_says_what_it_lacks(tmp_path):
         bench.main(["--rows-from", str(log)])
 
 
+def test_flashqla_and_the_baselines_checks_reach_the_results(tmp_path):
+    log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
+    row = {"member": "gdn", "shape": "B4 T4096 H32", "kcv_fwd_ms": 2.0, "kcv_fwdbwd_ms": 8.0, "fla_fwd_ms": 1.0,
+           "fla_fwdbwd_ms": 4.0, "flashqla_fwd_ms": 0.5, "flashqla_fwdbwd_ms": 2.0, "rel_l2_fla": {"o": 0.1},
+           "pass_fwd_bwd_fla": False, "rel_l2_flashqla": {"o": 0.002}, "pass_fwd_bwd_flashqla": True}
+    log.write_text("device: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, fla-core 0.6.0, flash-qla 0.1.3\n"
+                   + json.dumps(row) + "\n")
+    bench.main(["--rows-from", str(log), "--date", "2026-12-01T18:00Z", "--results", str(out)])
+    (entry,) = json.loads(out.read_text())
+    assert (entry["ratio"], entry["fwd"]["ratio"]) == (0.5, 0.5)
+    assert entry["flashqla"] == {"fwdbwd_ms": 2.0, "ratio": 0.25, "fwd_ms": 0.5, "fwd_ratio": 0.25}
+    assert entry["pass_fwd_bwd_fla"] is False and entry["rel_l2_flashqla"] == {"o": 0.002}
+    assert entry["baseline"].startswith("fla-core 0.6.0 fla.ops.gated_delta_rule")
+
+
 def test_kernel_name_keeps_the_function_only():
     key = ("void kcv::gdn::cuda::state_scan_tc<1, true, __nv_bfloat16>(kcv::gdn::cuda::Dims, "
            "kcv::gdn::cuda::Workspace, kcv::gdn::cuda::ForwardArgs)")
