@@ -17,7 +17,12 @@
 #              one process (GDN_MEMBERS picks the members, GDN_SHAPES the shapes by index: fla
 #              autotunes for minutes per member, so GDN_SHAPES=0 gets every member's first shape;
 #              GDN_IMPLS=kcv times kcv alone, GDN_PROFILE=1 adds kcv's time per kernel, GDN_LIB runs
-#              another build of the kernels' library instead of the package's)
+#              another build of the kernels' library instead of the package's). Where .fqla/ holds
+#              FlashQLA's packed wheels (bench/flashqla_carry.py pack) and GDN_IMPLS is unset,
+#              FlashQLA is installed and timed beside them for Gated DeltaNet, and fla and FlashQLA
+#              are checked against float64 as kcv is; its TileLang kernels compile for minutes on
+#              their first call, so the compiled ones come back as $OUT/tilelang_cache.tgz, and
+#              .fqla/tilelang_cache.tgz, if carried, seeds the cache
 #   gdn-gates  kcv verify of the recurrence's CUDA kernels (kernels/gdn/cuda, built into the installed
 #              package by the build step) against every contracts/gdn-*.toml, bf16 and f16 (version 2,
 #              tensor cores) before f32 (version 1), GDN_JOBS at a time (default: the CPU count; the oracle and
@@ -137,11 +142,20 @@ for step in $STEPS; do
     gdn-bench)
       mkdir -p /tmp/fla-site
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fla-site .whl/*.whl > "$LOG/gdn_bench.log" 2>&1
-      ( cd /tmp && PYTHONPATH=/tmp/fla-site env ${GDN_LIB:+KCV_GDN_CUDA_LIB=$GDN_LIB} timeout "$(cap "${GDN_BENCH_S:-240}" 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
+      impls=${GDN_IMPLS:-kcv,fla} site=/tmp/fla-site baselines=
+      if [ -f .fqla/fqla_wheels.tar.xz ] && [ -z "${GDN_IMPLS:-}" ] &&
+          python3 bench/flashqla_carry.py install --carry .fqla --target /tmp/fqla-site >> "$LOG/gdn_bench.log" 2>&1; then
+        impls=kcv,fla,flashqla site=/tmp/fqla-site:/tmp/fla-site baselines=--check-baselines
+        mkdir -p /tmp/tilelang_cache
+        [ -f .fqla/tilelang_cache.tgz ] && tar -xzf .fqla/tilelang_cache.tgz -C /tmp/tilelang_cache
+      fi
+      ( cd /tmp && PYTHONPATH=$site TILELANG_CACHE_DIR=/tmp/tilelang_cache env ${GDN_LIB:+KCV_GDN_CUDA_LIB=$GDN_LIB} \
+          timeout "$(cap "${GDN_BENCH_S:-240}" 45)" python3 "$OLDPWD/bench/gdn_bench.py" \
           --members "${GDN_MEMBERS:-gdn,kda,gla,ssd}" --shapes "${GDN_SHAPES:-all}" --fla-gated-bwd-despite-guard \
-          --impls "${GDN_IMPLS:-kcv,fla}" ${GDN_PROFILE:+--profile} \
+          --impls "$impls" $baselines ${GDN_PROFILE:+--profile} \
           --json "$LOG/gdn_bench.json" --results "$LOG/gdn_results.json" ) \
-        2>&1 | grep -v Warning >> "$LOG/gdn_bench.log"
+        2>&1 | grep -v "Warning\|TileLang" >> "$LOG/gdn_bench.log"
+      [ -d /tmp/tilelang_cache ] && tar -czf "$OUT/tilelang_cache.tgz" -C /tmp/tilelang_cache .
       tail -60 "$LOG/gdn_bench.log"
       ;;
     gdn-gates)
