@@ -22,8 +22,9 @@ of an earlier run, without a GPU.
 --impls picks what is timed: kcv, fla (fla-core's Triton kernels; FLA_FLASH_QLA=0 is set so that
 fla's dispatcher cannot hand Gated DeltaNet to FlashQLA) and flashqla (FlashQLA's
 chunk_gated_delta_rule, the fused Hopper backend fla dispatches Gated DeltaNet to when it is
-installed; member gdn only). --check-baselines checks fla and FlashQLA against the float64 oracle
-as kcv is checked (rel_l2_<impl>, pass_fwd_bwd_<impl> in the rows).
+installed; member gdn only; bench/flashqla_carry.py installs it where there is no network).
+--check-baselines checks fla and FlashQLA against the float64 oracle as kcv is checked
+(rel_l2_<impl>, pass_fwd_bwd_<impl> in the rows).
 
 --profile adds kcv's CUDA time per kernel (torch.profiler), forward and forward + backward, to
 each row and prints it after the table: where the time goes. Member "la" (linear attention) is
