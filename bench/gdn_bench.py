@@ -141,6 +141,11 @@ def flashqla_function(member: str):
     return lambda q, k, v, g, b: flash_qla.chunk_gated_delta_rule(q, k, v, g, b, scale=K ** -0.5)[0]
 
 
+# The keys a check writes into a row, for kcv ("") and after each baseline's suffix.
+BASELINE_SUFFIXES = ("_fla", "_flashqla")
+CHECK_KEYS = [key + suffix for suffix in ("", *BASELINE_SUFFIXES) for key in ("rel_l2", "pass_fwd_bwd", "check_error")]
+
+
 def rel_l2(x, ref) -> float:
     """||x - ref|| / ||ref|| in float64."""
     x, ref = (torch.as_tensor(t).detach().double().cpu() for t in (x, ref))
@@ -295,19 +300,15 @@ def results(rows: list, device: str, date: str, versions: dict, bypassed: bool) 
                             "ratio": ratio(r["fla_fwd_ms"], r["kcv_fwd_ms"])}
         spreads = {"baseline_p10_p90": "fla_fwdbwd_p10_p90", "kcv_p10_p90": "kcv_fwdbwd_p10_p90"}
         entry.update({key: r[src] for key, src in spreads.items() if src in r})
-        entry.update({key: r[key] for key in ("rel_l2", "check_window", "check_error") if key in r})
+        entry.update({key: r[key] for key in ("check_window", *CHECK_KEYS) if key in r})
         if "pass_fwd_bwd" not in r and "check_error" not in r:
             entry["check_error"] = "no correctness check in this run"
-        for other in ("fla", "flashqla"):
-            if other == "flashqla" and f"{other}_fwdbwd_ms" in r:
-                entry[other] = {"fwdbwd_ms": r[f"{other}_fwdbwd_ms"], "ratio": ratio(r[f"{other}_fwdbwd_ms"],
-                                                                                       r["kcv_fwdbwd_ms"])}
-                if f"{other}_fwd_ms" in r:
-                    entry[other].update(fwd_ms=r[f"{other}_fwd_ms"], fwd_ratio=ratio(r[f"{other}_fwd_ms"],
-                                                                                     r["kcv_fwd_ms"]))
-            for key in (f"rel_l2_{other}", f"pass_fwd_bwd_{other}", f"check_error_{other}"):
-                if key in r:
-                    entry[key] = r[key]
+        if "flashqla_fwdbwd_ms" in r:
+            entry["flashqla"] = {"fwdbwd_ms": r["flashqla_fwdbwd_ms"],
+                                 "ratio": ratio(r["flashqla_fwdbwd_ms"], r["kcv_fwdbwd_ms"])}
+            if "flashqla_fwd_ms" in r:
+                entry["flashqla"].update(fwd_ms=r["flashqla_fwd_ms"],
+                                         fwd_ratio=ratio(r["flashqla_fwd_ms"], r["kcv_fwd_ms"]))
         entry.update(device=device, date=date)
         out.append(entry)
     return out
@@ -373,16 +374,12 @@ def run(args) -> tuple[list, str, dict, bool]:
     shapes = SHAPES if args.shapes == "all" else [SHAPES[int(i)] for i in args.shapes.split(",")]
     device = torch.cuda.get_device_name()
     versions = {"torch": torch.__version__, "triton": triton.__version__}
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-        versions["fla-core"] = version("fla-core")
-    except Exception:  # fla not installed: kcv's times alone
-        pass
-    if "flashqla" in impls:
+    for dist in ("fla-core", "flash-qla"):
         try:
-            versions["flash-qla"] = version("flash-qla")
-        except Exception:
+            versions[dist] = version(dist)
+        except PackageNotFoundError:  # not installed: kcv's times alone, or no FlashQLA
             pass
     print(f"device: {device}, torch {torch.__version__}, triton {versions['triton']}, "
           f"fla-core {versions.get('fla-core', 'absent')}"
@@ -409,24 +406,20 @@ def run(args) -> tuple[list, str, dict, bool]:
                     row["profile_fwdbwd"] = kernel_profile(ours, inputs, True)
             except Exception as e:  # a failed configuration is reported, the others still run
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
-            if "kcv" in impls and not args.no_check:
+            # kcv's check keys have no suffix, each baseline's its own (CHECK_KEYS).
+            checked = [("", ours)] if "kcv" in impls and not args.no_check else []
+            if args.check_baselines:
+                checked += [(s, f) for s, f in zip(BASELINE_SUFFIXES, (theirs, fused)) if f is not None]
+            if checked:
                 row["check_window"] = window = max(1, min(T, args.check_tokens // (HV // H)))
+            for suffix, fn in checked:
                 try:
                     start = time.perf_counter()
-                    row["rel_l2"] = errors = check_fwd_bwd(member, ours, inputs, window)
-                    row["pass_fwd_bwd"] = within_bars(errors)
-                    row["check_s"] = round(time.perf_counter() - start, 2)
+                    row["rel_l2" + suffix] = errors = check_fwd_bwd(member, fn, inputs, window)
+                    row["pass_fwd_bwd" + suffix] = within_bars(errors)
+                    row["check_s" + suffix] = round(time.perf_counter() - start, 2)
                 except Exception as e:
-                    row["check_error"] = f"{type(e).__name__}: {e}"[:300]
-            for name, fn in (("fla", theirs), ("flashqla", fused)):
-                if fn is None or not args.check_baselines:
-                    continue
-                window = max(1, min(T, args.check_tokens // (HV // H)))
-                try:
-                    row[f"rel_l2_{name}"] = errors = check_fwd_bwd(member, fn, inputs, window)
-                    row[f"pass_fwd_bwd_{name}"] = within_bars(errors)
-                except Exception as e:
-                    row[f"check_error_{name}"] = f"{type(e).__name__}: {e}"[:300]
+                    row["check_error" + suffix] = f"{type(e).__name__}: {e}"[:300]
             rows.append(row)
             print(json.dumps(row), flush=True)
             del inputs
