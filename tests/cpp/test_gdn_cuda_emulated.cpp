@@ -76,13 +76,16 @@ using Outputs = cu::emulation::RunOutputs;
 // from the PTX fragment layout). Outputs and workspace start as NaN, so an element the kernels
 // never write cannot pass a comparison. Version 2 takes the kernels compiled for K = V = 16 where a
 // case has those sizes (the GPU library's are compiled for 128, too slow to emulate; the bits are
-// the same, FixedHeadSizeKernelsGiveTheSameBits).
-Outputs run_kernels(const Case& c, const Inputs& in, int version = 1, int sms = 132) {
+// the same, FixedHeadSizeKernelsGiveTheSameBits). FIXED, dtype and launched as run_member's.
+template <int FIXED = 16>
+Outputs run_kernels(const Case& c, const Inputs& in, int version = 1, int sms = 132, int dtype = 0,
+                    std::vector<const void*>* launched = nullptr) {
     const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
     Outputs out(p);
     const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
                                       c.h0 ? in.h0.data() : nullptr, in.d_o.data(), c.dht ? in.dht.data() : nullptr};
-    EXPECT_EQ(cu::emulation::run_member<16>(p, ri, version, out, sms), 0) << c.name << ": a launch sequence failed";
+    EXPECT_EQ(cu::emulation::run_member<FIXED>(p, ri, version, out, sms, dtype, launched), 0)
+        << c.name << ": a launch sequence failed";
     return out;
 }
 
@@ -263,6 +266,12 @@ TEST(GdnCudaEmulated, TensorCoreKernelsKeepSubnormalScaleOperands) {
     }
 }
 
+bool all_finite(const std::vector<float>& x) {
+    for (float e : x)
+        if (!std::isfinite(e)) return false;
+    return true;
+}
+
 // Every output of `got` is the same bits as `want`'s; `what` names the comparison in a failure.
 void expect_same_bits(const Outputs& want, const Outputs& got, const std::string& what) {
     const std::vector<std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>> outputs = {
@@ -333,15 +342,11 @@ TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
                              std::to_string(shape.V) + "/T" + std::to_string(shape.T),
                          m, shape};
             const Inputs in = draw(c, ++seed);
-            const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
-            const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
-                                              in.h0.data(), in.d_o.data(), in.dht.data()};
             for (int dtype : {0, 1}) {
                 if (dtype == 1 && !gdn) continue;
-                Outputs runtime(p), fixed(p);
                 std::vector<const void*> launched;
-                ASSERT_EQ(cu::emulation::run_member<0>(p, ri, 2, runtime, 132, dtype), 0) << c.name;
-                ASSERT_EQ(cu::emulation::run_member<16>(p, ri, 2, fixed, 132, dtype, &launched), 0) << c.name;
+                const Outputs runtime = run_kernels<0>(c, in, 2, 132, dtype);
+                const Outputs fixed = run_kernels<16>(c, in, 2, 132, dtype, &launched);
                 expect_same_bits(runtime, fixed, c.name + " dtype " + std::to_string(dtype));
                 // Gated DeltaNet in float32: the fixed kernels ran where the sizes allow, not elsewhere.
                 if (gdn && dtype == 0) {
@@ -351,17 +356,10 @@ TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
                     EXPECT_EQ(std::count(launched.begin(), launched.end(), square ? grad16 : grad0), 1) << c.name;
                     EXPECT_EQ(std::count(launched.begin(), launched.end(), square ? grad0 : grad16), 0) << c.name;
                 }
-                EXPECT_TRUE(std::all_of(fixed.o.begin(), fixed.o.end(), [](float x) { return std::isfinite(x); }))
-                    << c.name << ": an output left unwritten";
+                EXPECT_TRUE(all_finite(fixed.o)) << c.name << ": an output left unwritten";
             }
         }
     }
-}
-
-bool all_finite(const std::vector<float>& x) {
-    for (float e : x)
-        if (!std::isfinite(e)) return false;
-    return true;
 }
 
 bool any_nonzero(const std::vector<float>& x) {
