@@ -17,10 +17,22 @@ struct ErrorModelParams {
                                            // (reduction and scan outputs; 0 elementwise)
     double u_out = 0x1p-24;                // unit roundoff of the output dtype
     double ulp_min_normal = 0;             // ulp_out(min normal)
+    double u_op = 0;                       // unit roundoff of the operand format the contract
+                                           // allows (tf32_operands, bf16_operands), 0 if none
 };
+// The model of output o with operands at their own precision.
 ErrorModelParams params_for(const OutputSpec& o, double c);
+// The model of output `out` of contract `contract`, with the operand format it allows: the
+// operands of the products behind an accumulating output (reduction, scan) may then be rounded
+// to that format, which every gate's bound admits, not only PRC-03's.
+ErrorModelParams params_for(const Contract& contract, size_t out, double c);
+// The coarsest operand format a contract allows; f32 when it allows none.
+DType allowed_operands(const Semantics& s);
 
-// τ_i = c·√K·(u(acc)·s_i + η(acc)) + u(out)·|y*_i| + ulp_out(min normal), given s_i and |y*_i|.
+// τ_i = c·√K·(u(acc)·s_i + η(acc)) + 2·u(op)·s_i + u(out)·|y*_i| + ulp_out(min normal), given
+// s_i and |y*_i|. The operand term: each product a·b of the sum with both operands rounded once
+// carries a relative error of at most 2·u(op), so the sum's error is at most 2·u(op)·Σ|a·b|; it
+// does not grow with √K (an operand is rounded once, not once per addition).
 // η(acc) is the absolute error of IEEE gradual underflow, fl(a·b) = a·b·(1 + δ) + η: negligible
 // unless the terms themselves are subnormal, where a sum of K products is only exact to about
 // √K·η whatever the order.

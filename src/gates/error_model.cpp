@@ -63,9 +63,24 @@ ErrorModelParams params_for(const OutputSpec& o, double c) {
     return p;
 }
 
+DType allowed_operands(const Semantics& s) {
+    if (s.bf16_operands) return DType::bf16;
+    if (s.tf32_operands) return DType::tf32;
+    return DType::f32;
+}
+
+ErrorModelParams params_for(const Contract& contract, size_t out, double c) {
+    const OutputSpec& o = contract.outputs.at(out);
+    ErrorModelParams p = params_for(o, c);
+    const DType operands = allowed_operands(contract.semantics);
+    const bool accumulates = o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
+    if (operands != DType::f32 && accumulates && p.u_acc > 0) p.u_op = info(operands).unit_roundoff;
+    return p;
+}
+
 double analytic_tau(const ErrorModelParams& p, int64_t k, double s, double abs_ystar) {
-    return p.c * std::sqrt(static_cast<double>(k)) * (p.u_acc * s + p.eta_acc) + p.u_out * abs_ystar +
-           p.ulp_min_normal;
+    return p.c * std::sqrt(static_cast<double>(k)) * (p.u_acc * s + p.eta_acc) + 2 * p.u_op * s +
+           p.u_out * abs_ystar + p.ulp_min_normal;
 }
 
 AnalyticResult analytic_ratio(const Tensor& y, const Tensor& ystar, const Tensor& scale, int64_t k,

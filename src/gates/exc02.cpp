@@ -184,7 +184,7 @@ bool explained_by_flush(const Contract& c, const Settings& s, const ProbeOutcome
         const Tensor& y = co.outputs[j];
         const Tensor& ref = co.reference[j];
         const bool has_scale = j < co.scale.size() && co.scale[j].buf != nullptr;
-        const ErrorModelParams p = params_for(c.outputs[j], s.c);
+        const ErrorModelParams p = params_for(c, j, s.c);
         const int64_t k = j < o.k.size() ? o.k[j] : eval_dim_expr(c.outputs[j].k, o.probe.dims);
         const double acc_min = info(c.outputs[j].accumulator).is_float ? info(c.outputs[j].accumulator).min_normal : 0;
         const double out_min = info(y.dtype).is_float ? info(y.dtype).min_normal : 0;
@@ -216,7 +216,7 @@ bool explained_by_flush(const Contract& c, const Settings& s, const ProbeOutcome
     run_oracle(c.oracle, inputs, c.attributes, o.output_shapes, ref, scale, o.probe.dims, s.external_runner);
     for (size_t j = 0; j < c.outputs.size() && j < co.outputs.size(); ++j) {
         const int64_t k = j < o.k.size() ? o.k[j] : eval_dim_expr(c.outputs[j].k, o.probe.dims);
-        if (!analytic_ratio(co.outputs[j], ref.at(j), scale.at(j), k, params_for(c.outputs[j], s.c)).pass())
+        if (!analytic_ratio(co.outputs[j], ref.at(j), scale.at(j), k, params_for(c, j, s.c)).pass())
             return false;
     }
     return true;
@@ -262,7 +262,7 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 if (!has_subnormals(y.dtype)) continue;
                 const Tensor& ref = co.reference[j];
                 const bool has_scale = j < co.scale.size() && co.scale[j].buf != nullptr;
-                const ErrorModelParams p = params_for(c.outputs[j], s.c);
+                const ErrorModelParams p = params_for(c, j, s.c);
                 const int64_t k = j < o.k.size() ? o.k[j] : eval_dim_expr(c.outputs[j].k, o.probe.dims);
                 std::map<std::string, Losses> lost;
                 for (int64_t i = 0; i < y.numel(); ++i) {

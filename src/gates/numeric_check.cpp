@@ -41,7 +41,7 @@ OutputCheck analytic_check(const Contract& c, const Settings& s, const ProbeOutc
                            size_t out) {
     const OutputSpec& spec = c.outputs[out];
     const int64_t k = out < o.k.size() ? o.k[out] : eval_dim_expr(spec.k, o.probe.dims);
-    const ErrorModelParams p = params_for(spec, s.c);
+    const ErrorModelParams p = params_for(c, out, s.c);
     const Tensor no_scale;
     const Tensor& scale = out < co.scale.size() ? co.scale[out] : no_scale;
     const Tensor& y = co.outputs[out];
@@ -54,7 +54,7 @@ OutputCheck analytic_check(const Contract& c, const Settings& s, const ProbeOutc
     r.detail = {{"model", "analytic"},  {"k", k},
                 {"c", p.c},             {"u_acc", p.u_acc},
                 {"eta_acc", p.eta_acc}, {"u_out", p.u_out},
-                {"ulp_min_normal", p.ulp_min_normal}, {"compared", a.compared},
+                {"ulp_min_normal", p.ulp_min_normal}, {"u_op", p.u_op}, {"compared", a.compared},
                 {"violations", a.violations}};
     if (a.worst >= 0) {
         r.detail["err"] = a.err_at_worst;

@@ -3,7 +3,8 @@
 // with values whose 24 significand bits are all random, so that any rounding of an operand
 // changes it. Pass: the analytic bound holds on every accumulating output. Where the contract
 // declares tf32 or bf16 operands allowed, the bound gains the error of that rounding,
-// 2·u(in)·s_i (each product's two operands rounded once), and is otherwise unchanged.
+// 2·u(op)·s_i (each product's two operands rounded once), as it does in every gate
+// (params_for), and is otherwise unchanged.
 //
 // The reduction length is the smallest K ≥ 1024 of PRC-01's sweep rather than the largest:
 // rounding errors of random sign grow like √K while the bound grows like √K·s ∝ K^1.5, so the
@@ -41,13 +42,6 @@ bool accumulates(const OutputSpec& o) {
 }
 
 bool is_fp32_operand(const InputSpec& in) { return !in.index && in.dtype == DType::f32; }
-
-// The coarsest operand format the contract allows, f32 when it allows none.
-DType allowed_operands(const Semantics& s) {
-    if (s.bf16_operands) return DType::bf16;
-    if (s.tf32_operands) return DType::tf32;
-    return DType::f32;
-}
 
 // The largest accumulation length of the accumulating outputs under these dimensions.
 int64_t accumulation_length(const Contract& c, const DimValues& dims) {
@@ -161,17 +155,6 @@ void explain(const Contract& c, const Settings& s, const std::vector<ProbeOutcom
     r.evidence.front().signature = line + ": " + r.evidence.front().signature;
 }
 
-// The analytic model with every operand allowed to be rounded to `operands`: each term a·b of a
-// dot product then carries a relative error of at most 2·u(in), so the bound gains 2·u(in)·s_i
-// (once, not growing with √K: an operand is rounded once), folded here into u(acc) as
-// 2·u(in)/(c·√K).
-ErrorModelParams params_with_operands(const OutputSpec& o, const Settings& s, int64_t k, DType operands) {
-    ErrorModelParams p = params_for(o, s.c);
-    if (operands != DType::f32 && k > 0 && p.c > 0)
-        p.u_acc += 2 * info(operands).unit_roundoff / (p.c * std::sqrt(static_cast<double>(k)));
-    return p;
-}
-
 GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes) {
     const DType allowed = allowed_operands(c.semantics);
     GateResult r = make_result(prc03());
@@ -194,7 +177,8 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
             for (size_t out = 0; out < c.outputs.size() && !failed; ++out) {
                 if (!accumulates(c.outputs[out])) continue;
                 const int64_t k = o.k.at(out);
-                const ErrorModelParams p = params_with_operands(c.outputs[out], s, k, allowed);
+                // With the operand format the contract allows, as in every gate's bound.
+                const ErrorModelParams p = params_for(c, out, s.c);
                 const Tensor& y = co.outputs[out];
                 const AnalyticResult a = analytic_ratio(y, co.reference[out], out < co.scale.size() ? co.scale[out] : Tensor{}, k, p);
                 if (worse(a.r, metric)) metric = a.r;

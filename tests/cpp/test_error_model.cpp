@@ -102,6 +102,27 @@ TEST(AnalyticRatio, SubnormalTermsOfASumHaveTheUnderflowBound) {
     EXPECT_DOUBLE_EQ(analytic_tau(p, 16384, ys, ys), 512 * (0x1p-24 * ys + 0x1p-150) + 0x1p-24 * ys + 0x1p-149);
 }
 
+// A contract's declared operand format reaches the model of its accumulating outputs only, bf16
+// over tf32 where both are declared, and adds 2·u(op)·s to τ whatever K.
+TEST(AnalyticRatio, DeclaredOperandFormatAddsTwoUnitsOfTheScale) {
+    Contract c;
+    OutputSpec sum, map;
+    sum.model = ErrorModelKind::reduction;
+    map.model = ErrorModelKind::elementwise;
+    c.outputs = {sum, map};
+    EXPECT_EQ(params_for(c, 0, 4.0).u_op, 0.0);
+    c.semantics.tf32_operands = true;
+    EXPECT_EQ(params_for(c, 0, 4.0).u_op, 0x1p-11);
+    EXPECT_EQ(params_for(c, 1, 4.0).u_op, 0.0) << "an elementwise map multiplies no operands";
+    c.semantics.bf16_operands = true;
+    const ErrorModelParams p = params_for(c, 0, 4.0);
+    EXPECT_EQ(p.u_op, 0x1p-8);
+    EXPECT_EQ(allowed_operands(c.semantics), DType::bf16);
+    const ErrorModelParams base = params_for(sum, 4.0);
+    for (int64_t k : {1, 1024})
+        EXPECT_DOUBLE_EQ(analytic_tau(p, k, 3.0, 0.5), analytic_tau(base, k, 3.0, 0.5) + 2 * 0x1p-8 * 3.0) << k;
+}
+
 // τ = 4·2^-24·√16·s + 2^-24·|y*| + 2^-30 with y* = 1, s = 1: 2^-20 + 2^-24 + 2^-30, exact.
 TEST(AnalyticRatio, RatioExactlyOnePassesAndTheNextDoubleFails) {
     const double tau = 0x1p-20 + 0x1p-24 + 0x1p-30;

@@ -909,5 +909,28 @@ TEST(Ord03, NotApplicableWithoutUsableControls) {
     EXPECT_NE(gates::ord03().not_applicable(ints), "");
 }
 
+// A declared operand format is part of the error model, so every gate that judges "ORD-01 holds"
+// admits it, not PRC-03 alone: a contract that allows tf32 operands and then failed a TF32 kernel
+// in ORD-01 and PRC-01 (r = 7-8 at K = 1024 before) would be unsatisfiable.
+TEST(OperandFormats, EveryAnalyticGateAdmitsTheDeclaredFormat) {
+    Contract c = matmul_contract(1024);
+    const std::vector<const GateDef*> gates = {&gates::ord01(), &gates::prc01(), &gates::prc03()};
+    for (uint64_t seed : {31337u, 7u, 11u}) {
+        c.semantics.tf32_operands = false;
+        for (const GateDef* g : gates) {
+            GateResult r = g->judge(c, Settings{}, {matmul_outcome(c, DType::tf32, seed)});
+            EXPECT_EQ(r.verdict, Verdict::fail) << g->id << ", seed " << seed << ": " << r.reason;
+        }
+        c.semantics.tf32_operands = true;
+        for (const GateDef* g : gates) {
+            GateResult r = g->judge(c, Settings{}, {matmul_outcome(c, DType::tf32, seed)});
+            EXPECT_EQ(r.verdict, Verdict::pass) << g->id << ", seed " << seed << ": " << r.reason;
+            // A coarser rounding than the one declared still fails.
+            r = g->judge(c, Settings{}, {matmul_outcome(c, DType::e4m3, seed)});
+            EXPECT_EQ(r.verdict, Verdict::fail) << g->id << ", seed " << seed << ": " << r.reason;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace kcv
