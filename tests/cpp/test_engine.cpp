@@ -196,6 +196,28 @@ TEST(Verify, HonestReluPassesEveryApplicableGate) {
     for (const auto& p : profile_names()) EXPECT_FALSE(under_floor(r, p)) << p;
 }
 
+// A kernel that rounds its operands to bf16 is a defect under a contract with fp32 operands and
+// correct under one that declares bf16 operands: every gate of the battery takes the declaration
+// into its bound (docs/gates.md, "Analytic model"), not PRC-03 alone.
+TEST(Verify, DeclaredBf16OperandsAdmitAKernelThatRoundsToThem) {
+    const std::string kernel = std::string(KCV_TEST_KERNEL_DIR) + "/kcv_redteam_matmul_bf16_operands.so";
+    Contract c = resolve_contract("matmul-f32");
+    Record r = verify(c, kernel, quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "PRC-03").verdict, Verdict::fail) << gate(r, "PRC-03").reason;
+
+    c.semantics.bf16_operands = true;
+    r = verify(c, kernel, quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    int passed = 0;
+    for (const auto& g : r.gates) {
+        EXPECT_TRUE(g.verdict == Verdict::pass || g.verdict == Verdict::na) << g.id << ": " << g.reason;
+        passed += g.verdict == Verdict::pass;
+    }
+    EXPECT_GE(passed, 8);
+    EXPECT_EQ(gate(r, "PRC-03").verdict, Verdict::pass) << gate(r, "PRC-03").reason;
+}
+
 TEST(Record, FloorPerProfile) {
     Record r;
     GateResult exc02;
