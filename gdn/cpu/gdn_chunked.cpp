@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "../../kernels/common/kcv_half.hpp"
+
 namespace kcv::gdn::cpu {
 namespace {
 
@@ -26,6 +28,18 @@ struct Mat {
     float& operator()(int i, int j) { return a[static_cast<size_t>(i) * cols + j]; }
     float operator()(int i, int j) const { return a[static_cast<size_t>(i) * cols + j]; }
 };
+
+// With bf16 operands (gdn_chunked.hpp), m as a kernel would store it: every element rounded to
+// bf16 (to nearest, ties to even); otherwise unchanged.
+void store(Mat& m, bool bf16) {
+    if (!bf16) return;
+    for (float& x : m.a) x = kcvk::f32_from_bf16(kcvk::bf16_from_f32(x));
+}
+
+Mat stored(Mat m, bool bf16) {
+    store(m, bf16);
+    return m;
+}
 
 // A·B, Aᵀ·B and A·Bᵀ, each element a sequential float32 dot product.
 Mat matmul(const Mat& A, const Mat& B) {
@@ -136,7 +150,7 @@ struct Inputs {
 };
 
 Chunk load_chunk(const Problem& p, const Layout& lay, const Inputs& in, const Span& seq, int64_t t0, int L,
-                 int64_t hv) {
+                 int64_t hv, bool bf16) {
     const int K = static_cast<int>(p.shape.K), V = static_cast<int>(p.shape.V);
     Chunk c;
     c.L = L;
@@ -169,6 +183,7 @@ Chunk load_chunk(const Problem& p, const Layout& lay, const Inputs& in, const Sp
         }
         if (p.member.delta) c.beta[t] = in.beta[lay.head(seq, t0 + t, hv)];
     }
+    for (Mat* m : {&c.q, &c.k, &c.v}) store(*m, bf16);
     return c;
 }
 
@@ -308,11 +323,15 @@ struct ChunkForward {
     Mat P;                          // tril(P)
     Mat bk, A, T, rt, vt, W;        // the delta term: b ⊙ K, A, T, Λ(b ⊙ K), w ⊙ V, W
     Mat delta;                      // Δ
+    Mat S0;                         // the start state as the products read it
+    bool bf16 = false;              // bf16 operands
 };
 
-ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
+ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0, bool bf16) {
     const int L = c.L, K = c.q.cols, V = c.v.cols;
     ChunkForward f;
+    f.bf16 = bf16;
+    f.S0 = stored(S0, bf16);
     f.qt = Mat(L, K);
     f.kt = Mat(L, K);
     f.decay_end.assign(K, 1.0f);
@@ -326,8 +345,10 @@ ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
             f.qt(t, i) = c.q(t, i) * exp_rn(c.gamma(t, i));
             f.kt(t, i) = c.k(t, i) * exp_rn(c.gap(t, L - 1, i));
         }
+    store(f.qt, bf16);
+    store(f.kt, bf16);
     const bool scalar = p.member.gate == GateKind::scalar;
-    f.P = gated_scores(c.q, c.k, c, false, scalar);
+    f.P = stored(gated_scores(c.q, c.k, c, false, scalar), bf16);
     if (!p.member.delta) {
         f.delta = c.v;
         return f;
@@ -342,19 +363,21 @@ ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0) {
         }
         for (int j = 0; j < V; ++j) f.vt(t, j) = c.beta[t] * c.v(t, j);
     }
-    f.A = gated_scores(f.bk, c.k, c, true, scalar);
-    f.T = unit_lower_inverse(f.A);
+    for (Mat* m : {&f.bk, &f.rt, &f.vt}) store(*m, bf16);
+    f.A = stored(gated_scores(f.bk, c.k, c, true, scalar), bf16);
+    f.T = stored(unit_lower_inverse(f.A), bf16);
     const Mat U = lower_matmul(f.T, f.vt);
-    f.W = lower_matmul(f.T, f.rt);
-    const Mat WS = matmul(f.W, S0);
+    f.W = stored(lower_matmul(f.T, f.rt), bf16);
+    const Mat WS = matmul(f.W, f.S0);
     f.delta = Mat(L, V);
     for (size_t e = 0; e < U.a.size(); ++e) f.delta.a[e] = U.a[e] - WS.a[e];
+    store(f.delta, bf16);
     return f;
 }
 
 // O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] and S_next = Λ_C S₀ + (K ⊙ e^{γ_C − γ})ᵀ Δ.
 void chunk_outputs(float scale, const ChunkForward& f, const Mat& S0, Mat& O, Mat& S_next) {
-    const Mat inter = matmul(f.qt, S0);
+    const Mat inter = matmul(f.qt, f.S0);
     const Mat intra = lower_matmul(f.P, f.delta);
     O = Mat(inter.rows, inter.cols);
     for (size_t e = 0; e < O.a.size(); ++e) O.a[e] = scale * (inter.a[e] + intra.a[e]);
@@ -385,8 +408,8 @@ void chunked_forward(const Problem& p, const ForwardArgs& a) {
         for (int64_t hv = 0; hv < p.shape.HV; ++hv) {
             Mat S = load_state(a.h0 ? a.h0 + lay.state(n, hv) : nullptr, K, V);
             for (int64_t t0 = 0; t0 < seq.length; t0 += kChunk) {
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv);
-                const ChunkForward f = chunk_forward(p, c, S);
+                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, a.bf16_operands);
+                const ChunkForward f = chunk_forward(p, c, S, a.bf16_operands);
                 Mat O, S_next;
                 chunk_outputs(scale, f, S, O, S_next);
                 for (int t = 0; t < c.L; ++t)
@@ -417,28 +440,32 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
             Mat S = load_state(a.h0 ? a.h0 + lay.state(n, hv) : nullptr, K, V);
             for (int64_t t0 = 0; t0 < seq.length; t0 += kChunk) {
                 starts.push_back(S);
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv);
+                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, a.bf16_operands);
                 Mat O, S_next;
-                chunk_outputs(scale, chunk_forward(p, c, S), S, O, S_next);
+                chunk_outputs(scale, chunk_forward(p, c, S, a.bf16_operands), S, O, S_next);
                 S = std::move(S_next);
             }
             // The reverse state scan: dS is the gradient of the state after the chunk.
             Mat dS = load_state(a.dht ? a.dht + lay.state(n, hv) : nullptr, K, V);
             for (int64_t ci = static_cast<int64_t>(starts.size()) - 1; ci >= 0; --ci) {
                 const int64_t t0 = ci * kChunk;
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv);
-                const Mat& S0 = starts[ci];
-                const ChunkForward f = chunk_forward(p, c, S0);
+                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, a.bf16_operands);
+                const bool bf16 = a.bf16_operands;
+                const ChunkForward f = chunk_forward(p, c, starts[ci], bf16);
+                const Mat& S0 = f.S0;
                 const int L = c.L;
                 Mat dO(L, V);
                 for (int t = 0; t < L; ++t)
                     std::copy(a.d_o + lay.vo(seq, t0 + t, hv), a.d_o + lay.vo(seq, t0 + t, hv) + V,
                               &dO.a[static_cast<size_t>(t) * V]);
+                store(dO, bf16);
+                const Mat dSr = stored(dS, bf16);   // dS as the products read it
 
                 // dΔ = (K ⊙ e^{γ_C−γ}) dS + scale·tril(P)ᵀ dO
-                Mat dDelta = matmul(f.kt, dS);
+                Mat dDelta = matmul(f.kt, dSr);
                 const Mat PtdO = lower_matmul_tn(f.P, dO);
                 for (size_t e = 0; e < dDelta.a.size(); ++e) dDelta.a[e] += scale * PtdO.a[e];
+                store(dDelta, bf16);
                 // dS₀ = Λ_C dS + scale·(Q ⊙ e^γ)ᵀ dO − Wᵀ dΔ
                 Mat dS0(K, V);
                 // (Q ⊙ e^γ)ᵀ dO with each term's decay applied last, by halves (decayed()), so
@@ -455,7 +482,7 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                 // − Wᵀ dΔ = − Σ_j e^{γ_j} (b ⊙ k)_j (Tᵀ dΔ)_jᵀ, the decay again applied last.
                 Mat TtdD;
                 if (p.member.delta) {
-                    TtdD = lower_matmul_tn(f.T, dDelta);
+                    TtdD = stored(lower_matmul_tn(f.T, dDelta), bf16);
                     for (int i = 0; i < K; ++i)
                         for (int j = 0; j < V; ++j) {
                             float acc = 0.0f;
@@ -474,10 +501,11 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                 Mat dP = matmul_nt(dO, f.delta);
                 for (int t = 0; t < L; ++t)
                     for (int j = 0; j < L; ++j) dP(t, j) = j <= t ? scale * dP(t, j) : 0.0f;
+                store(dP, bf16);
                 gated_scores_backward(dP, c.q, c.k, c, false, scalar ? &F : nullptr, dq, dk, dgamma);
                 // Through Q ⊙ e^γ: dQ̃ = scale·dO S₀ᵀ; through K ⊙ e^{γ_C − γ}: dK̃ = Δ dSᵀ.
-                const Mat dqt = matmul_nt(dO, S0);
-                const Mat dkt = matmul_nt(f.delta, dS);
+                const Mat dqt = stored(matmul_nt(dO, S0), bf16);
+                const Mat dkt = stored(matmul_nt(f.delta, dSr), bf16);
                 for (int t = 0; t < L; ++t) {
                     float row = 0.0f;   // scalar gate: Σ_i q̃ dq̃ − k̃ dk̃
                     for (int i = 0; i < K; ++i) {
@@ -497,7 +525,7 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                     }
                 for (int i = 0; i < K; ++i) {
                     float acc = 0.0f;
-                    for (int j = 0; j < V; ++j) acc += dS(i, j) * S0(i, j);
+                    for (int j = 0; j < V; ++j) acc += dSr(i, j) * S0(i, j);
                     dgamma_end[i] += f.decay_end[i] * acc;
                 }
 
@@ -506,11 +534,13 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                     const Mat& dU = dDelta;
                     Mat dW = matmul_nt(dDelta, S0);
                     for (float& x : dW.a) x = -x;
+                    store(dW, bf16);
                     Mat dT = matmul_nt(dU, f.vt);
                     const Mat dT_w = matmul_nt(dW, f.rt);
                     for (size_t e = 0; e < dT.a.size(); ++e) dT.a[e] += dT_w.a[e];
+                    store(dT, bf16);
                     const Mat& dvt = TtdD;   // Tᵀ dU, dU = dΔ
-                    const Mat drt = lower_matmul_tn(f.T, dW);
+                    const Mat drt = stored(lower_matmul_tn(f.T, dW), bf16);
                     // T = (I + A)⁻¹: dA = −Tᵀ dT Tᵀ on A's strictly lower support, with
                     // X = dT Tᵀ read only where T is nonzero.
                     Mat X(L, L), dA(L, L);
@@ -520,12 +550,14 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                             for (int b = 0; b <= j; ++b) acc += dT(r, b) * f.T(j, b);
                             X(r, j) = acc;
                         }
+                    store(X, bf16);
                     for (int t = 0; t < L; ++t)
                         for (int j = 0; j < t; ++j) {
                             float acc = 0.0f;
                             for (int r = t; r < L; ++r) acc += f.T(r, t) * X(r, j);
                             dA(t, j) = -acc;
                         }
+                    store(dA, bf16);
                     Mat dbk(L, K);
                     gated_scores_backward(dA, f.bk, c.k, c, true, scalar ? &F : nullptr, dbk, dk, dgamma);
                     for (int t = 0; t < L; ++t) {
@@ -536,6 +568,9 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
                             else dgamma(t, i) += f.rt(t, i) * drt(t, i);
                         }
                         if (scalar) dgamma(t, 0) += row;
+                    }
+                    store(dbk, bf16);
+                    for (int t = 0; t < L; ++t) {
                         float db = 0.0f;
                         for (int j = 0; j < V; ++j) {
                             dv(t, j) = c.beta[t] * dvt(t, j);

@@ -19,6 +19,14 @@
 // channels are summed before they are added to it. The CUDA kernels of version 1 do the same
 // operations in the same order, so under host emulation they give this file's bits for every
 // member.
+//
+// bf16_operands: every matrix the chunk materialises and then multiplies is stored rounded to
+// bf16, as a kernel that keeps its intermediates in bf16 would: q, k, v and do as read, the start
+// state as the products read it, Q ⊙ e^γ, K ⊙ e^{γ_C − γ}, P, b ⊙ K, A, T, Λ(b ⊙ K), w ⊙ V, W, Δ
+// and, in the backward, the state gradient as the products read it, dΔ, Tᵀ dΔ, dP, dQ̃, dK̃, dW,
+// dT, dR̃, X, dA and d(b ⊙ K). Products accumulate in float32, the gate's exponentials and the
+// carried states (S and dS) stay float32. The positive control of contracts that declare bf16
+// operands (docs/gdn.md); off, the bits are those of the float32 algorithm above.
 #pragma once
 
 #include "../problem.hpp"
@@ -37,6 +45,7 @@ struct ForwardArgs {
     const float* h0 = nullptr;     // null: zero initial state
     float* o = nullptr;            // required
     float* ht = nullptr;           // final state; may be null
+    bool bf16_operands = false;    // below
 };
 void chunked_forward(const Problem& p, const ForwardArgs& a);
 
@@ -57,6 +66,7 @@ struct BackwardArgs {
     float* dg = nullptr;
     float* dbeta = nullptr;
     float* dh0 = nullptr;
+    bool bf16_operands = false;    // below
 };
 void chunked_backward(const Problem& p, const BackwardArgs& a);
 
