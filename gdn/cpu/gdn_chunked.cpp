@@ -324,13 +324,11 @@ struct ChunkForward {
     Mat bk, A, T, rt, vt, W;        // the delta term: b ⊙ K, A, T, Λ(b ⊙ K), w ⊙ V, W
     Mat delta;                      // Δ
     Mat S0;                         // the start state as the products read it
-    bool bf16 = false;              // bf16 operands
 };
 
 ChunkForward chunk_forward(const Problem& p, const Chunk& c, const Mat& S0, bool bf16) {
     const int L = c.L, K = c.q.cols, V = c.v.cols;
     ChunkForward f;
-    f.bf16 = bf16;
     f.S0 = stored(S0, bf16);
     f.qt = Mat(L, K);
     f.kt = Mat(L, K);
