@@ -20,6 +20,9 @@ struct ErrorModelParams {
     double u_op = 0;                       // unit roundoff of the operand format the contract
                                            // allows (tf32_operands, bf16_operands), 0 if none
 };
+// True for an output that is a sum of products (reduction and scan models): only its terms can
+// underflow before the output's own rounding, and only its operands can be rounded.
+bool accumulates(const OutputSpec& o);
 // The model of output o with operands at their own precision.
 ErrorModelParams params_for(const OutputSpec& o, double c);
 // The model of output `out` of contract `contract`, with the operand format it allows: the

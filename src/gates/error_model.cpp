@@ -47,6 +47,10 @@ double ratio_of(double err, double tau) {
 
 }  // namespace
 
+bool accumulates(const OutputSpec& o) {
+    return o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
+}
+
 ErrorModelParams params_for(const OutputSpec& o, double c) {
     ErrorModelParams p;
     p.c = c;
@@ -55,9 +59,7 @@ ErrorModelParams params_for(const OutputSpec& o, double c) {
     // Integer outputs (argmax indices) carry no rounding: all terms vanish and the model
     // demands exact equality.
     p.u_acc = out.is_float && acc.is_float ? acc.unit_roundoff : 0.0;
-    // Only a sum of products has terms that can underflow before the output's own rounding.
-    const bool accumulates = o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
-    p.eta_acc = accumulates && out.is_float && acc.is_float ? ulp(o.accumulator, acc.min_normal) / 2 : 0.0;
+    p.eta_acc = accumulates(o) && out.is_float && acc.is_float ? ulp(o.accumulator, acc.min_normal) / 2 : 0.0;
     p.u_out = out.is_float ? out.unit_roundoff : 0.0;
     p.ulp_min_normal = out.is_float ? ulp(o.dtype, out.min_normal) : 0.0;
     return p;
@@ -73,8 +75,7 @@ ErrorModelParams params_for(const Contract& contract, size_t out, double c) {
     const OutputSpec& o = contract.outputs.at(out);
     ErrorModelParams p = params_for(o, c);
     const DType operands = allowed_operands(contract.semantics);
-    const bool accumulates = o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
-    if (operands != DType::f32 && accumulates && p.u_acc > 0) p.u_op = info(operands).unit_roundoff;
+    if (operands != DType::f32 && accumulates(o) && p.u_acc > 0) p.u_op = info(operands).unit_roundoff;
     return p;
 }
 

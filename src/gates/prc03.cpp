@@ -37,10 +37,6 @@ bool worse(double a, double b) {
 
 std::string num(double v, const char* f = "%.4g") { return format_number(v, f); }
 
-bool accumulates(const OutputSpec& o) {
-    return o.model == ErrorModelKind::reduction || o.model == ErrorModelKind::scan;
-}
-
 bool is_fp32_operand(const InputSpec& in) { return !in.index && in.dtype == DType::f32; }
 
 // The largest accumulation length of the accumulating outputs under these dimensions.
