@@ -33,7 +33,7 @@ struct Mat {
 // bf16 (to nearest, ties to even); otherwise unchanged.
 void store(Mat& m, bool bf16) {
     if (!bf16) return;
-    for (float& x : m.a) x = kcvk::f32_from_bf16(kcvk::bf16_from_f32(x));
+    for (float& x : m.a) x = kcvk::bf16_rounded(x);
 }
 
 Mat stored(Mat m, bool bf16) {

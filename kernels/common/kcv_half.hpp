@@ -76,6 +76,9 @@ inline uint16_t bf16_from_f32(float v) { return bf16_from_f64(static_cast<double
 // bf16 is the upper half of a float32.
 inline float f32_from_bf16(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
 
+// v rounded to bf16 and widened back: what a kernel that keeps v in bf16 reads.
+inline float bf16_rounded(float v) { return f32_from_bf16(bf16_from_f32(v)); }
+
 // Every fp16 value, subnormals included, is a normal float32; built from the bits directly.
 inline float f32_from_f16(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000) << 16;

@@ -18,7 +18,7 @@ namespace {
 
 constexpr int64_t kTensorCorePathMinK = 1024;
 
-float operand(float v, bool to_bf16) { return to_bf16 ? kcvk::f32_from_bf16(kcvk::bf16_from_f32(v)) : v; }
+float operand(float v, bool to_bf16) { return to_bf16 ? kcvk::bf16_rounded(v) : v; }
 
 void run(const kcv_call& call) {
     kcvk::expect_arity(call, 2, 1);

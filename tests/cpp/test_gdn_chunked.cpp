@@ -103,7 +103,7 @@ Ratios run_case(const Case& c, uint32_t seed, bool bf16 = false) {
     Inputs in = draw(p, c, seed);
     if (bf16)
         for (std::vector<float>* x : {&in.q, &in.k, &in.v, &in.d_o})
-            for (float& e : *x) e = kcvk::f32_from_bf16(kcvk::bf16_from_f32(e));
+            for (float& e : *x) e = kcvk::bf16_rounded(e);
     const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
                h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);
     // Reference.
