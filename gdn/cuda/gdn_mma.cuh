@@ -36,6 +36,12 @@
 // rounding per 8-term tile step. Each tile product is added in a fixed order (k ascending), so
 // results are bitwise reproducible. When both operands are 16-bit inputs, one plain mma a tile.
 //
+// Rounded operands (an experiment, not the library's build): compiled with
+// KCV_GDN_TF32_OPERANDS, block_mma rounds every operand that is not exact in TF32 to TF32 once
+// (nearest) instead of splitting it, one mma a tile, as a kernel with reduced-precision
+// intermediates would. bench/gdn_tf32_operands.sh builds the library that way and times it beside
+// the float32-accurate one: what the splits cost, and what the products' accuracy becomes.
+//
 // This is the warp-synchronous mma.sync of sm_80, a first tensor-core step; wgmma (sm_90a,
 // asynchronous, shared-memory descriptors) is the next one.
 //
@@ -152,7 +158,13 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
     const int g = lane / 4, c = lane % 4;
     const int mtiles = (M + 16 * MT - 1) / (16 * MT), ntiles = (N + 8 * NT - 1) / (8 * NT);
     // Two 16-bit operands: their products are exact and each tile's sum is one mma.
+#if defined(KCV_GDN_TF32_OPERANDS)
+    constexpr bool kPlain = true;
+    auto operand = [](bool exact, float x) { return exact ? float_bits(x) : to_tf32(x); };
+#else
     constexpr bool kPlain = AEXACT && BEXACT;
+    auto operand = [](bool, float x) { return float_bits(x); };
+#endif
     for (int tile = warp; tile < mtiles * ntiles; tile += warps) {
         const int m0 = (tile / ntiles) * 16 * MT, n0 = (tile % ntiles) * 8 * NT;
         float acc[MT][NT][4], low[MT][NT][4], low2[MT][NT][4];
@@ -168,7 +180,7 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                     av[r] = m < M && k < Kd ? A(m, k) : 0.0f;
                 }
                 if (kPlain) {
-                    for (int r = 0; r < 4; ++r) ahi[i][r] = float_bits(av[r]);
+                    for (int r = 0; r < 4; ++r) ahi[i][r] = operand(AEXACT, av[r]);
                 } else {
                     const float s0 = quad_grid(av[0], av[2]), s1 = quad_grid(av[1], av[3]);
                     for (int r = 0; r < 4; ++r)
@@ -184,7 +196,7 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                 }
                 uint32_t bhi[2], blo[2], blo2[2];
                 if (kPlain) {
-                    for (int r = 0; r < 2; ++r) bhi[r] = float_bits(bv[r]);
+                    for (int r = 0; r < 2; ++r) bhi[r] = operand(BEXACT, bv[r]);
                     for (int i = 0; i < MT; ++i) mma_tf32_added(acc[i][j], ahi[i], bhi);
                     continue;
                 }
