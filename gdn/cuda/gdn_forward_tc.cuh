@@ -76,8 +76,17 @@ __device__ inline void unit_lower_inverse_blocked(const float* A, int L, float* 
     }
 }
 
+// Shared memory of prepare_chunks_tc. A per-channel gate needs four C×K tiles (Q, K and the
+// anchored operands of its scores); the other gates two (Q, then β ⊙ K, then Λ(β ⊙ K) in place;
+// K), so that two blocks share an SM (launch bounds below) where version 1's layout holds one.
+inline size_t prepare_tc_smem_bytes(int K, int gate) {
+    const int GK = gate == 2 ? K : 1, tiles = gate == 2 ? 4 : 2;
+    return sizeof(float) * (size_t(kChunk) * K * tiles + 2 * size_t(kChunk) * GK + (gate == 2 ? 0 : kChunk) +
+                            2 * kChunk * kChunk);
+}
+
 template <int GATE, bool DELTA, class TI, int KV = 0>
-__global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims sizes, Workspace w, ForwardArgs a) {
+__global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc(Dims sizes, Workspace w, ForwardArgs a) {
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
@@ -85,14 +94,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims sizes, Wor
     const int GK = GATE == 2 ? K : 1, L = c.L;
     constexpr bool EX = exact_in_tf32<TI>;
     float* const smem = shared_floats();
-    float* q_s = smem;                        // C×K: Q, then β ⊙ K (delta)
+    float* q_s = smem;                        // C×K: Q, then β ⊙ K (delta), then Λ(β ⊙ K) (no per-channel gate)
     float* k_s = q_s + kChunk * K;            // C×K
     float* g_s = k_s + kChunk * K;            // C×GK log decays
     float* gam_s = g_s + kChunk * GK;         // C×GK
-    float* xa_s = gam_s + kChunk * GK;        // C×K: anchored x (per-channel gate), then Λ(β ⊙ K)
-    float* ka_s = xa_s + kChunk * K;          // C×K: anchored k (per-channel gate), then β
-    float* A_s = ka_s + kChunk * K;           // C×C
-    float* T_s = A_s + kChunk * kChunk;       // C×C
+    // A per-channel gate: C×K each, the anchored x, then Λ(β ⊙ K), and the anchored k, then β.
+    // Other gates: none, and C floats for β.
+    float* xa_s = gam_s + kChunk * GK;
+    float* ka_s = GATE == 2 ? xa_s + kChunk * K : xa_s;
+    float* A_s = ka_s + (GATE == 2 ? kChunk * K : kChunk);   // C×C
+    float* T_s = A_s + kChunk * kChunk;                       // C×C
     const size_t sh = size_t(c.slot) * d.HV + hv;
 
     load_tile(static_cast<const TI*>(a.q), c.row0, L, d.H, h, K, q_s);
@@ -132,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_chunks_tc(Dims sizes, Wor
     for (int e = tid; e < kChunk * kChunk; e += nt)
         w.Tm[sh * kChunk * kChunk + e] = e % kChunk <= e / kChunk ? T_s[e] : 0.0f;
     // The right operands: Λ(β ⊙ K) (zero past L, where β ⊙ K is) and β.
-    float* r_s = xa_s;
+    float* r_s = GATE == 2 ? xa_s : bk_s;    // in place where β ⊙ K is read by nothing else from here
     float* b_s = ka_s;
     for (int e = tid; e < kChunk * K; e += nt) r_s[e] = exp_rn(gamma_at<GATE>(gam_s, e / K, e % K, K)) * bk_s[e];
     for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? beta_at(t) : 0.0f;

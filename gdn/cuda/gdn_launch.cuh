@@ -67,11 +67,13 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
         d.chunk_offsets = w.chunk_offsets;
     }
     const dim3 chunks(d.slots, d.HV);
-    const size_t smem = prepare_smem_bytes(d.K, GATE);
     if constexpr (VERSION == 2) {
-        if (launch(prepare_chunks_tc<GATE, DELTA, TI, KV>, chunks, smem, "prepare_chunks_tc", d, w, fa)) return 1;
+        if (launch(prepare_chunks_tc<GATE, DELTA, TI, KV>, chunks, prepare_tc_smem_bytes(d.K, GATE), "prepare_chunks_tc", d,
+                   w, fa))
+            return 1;
     } else {
-        if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, smem, "prepare_chunks", d, w, fa)) return 1;
+        if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, prepare_smem_bytes(d.K, GATE), "prepare_chunks", d, w, fa))
+            return 1;
     }
     if constexpr (VERSION == 2) {
         const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c); });
