@@ -5,9 +5,10 @@
 // Build (gdn/CMakeLists.txt builds the same target, kcv_gdn_cuda_check):
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a gdn/tests/check_gdn_cuda.cu \
 //        gdn/cuda/gdn_api.cu gdn/problem.cpp gdn/oracle/gdn_oracle.cpp -o check_gdn_cuda
-// Run: ./check_gdn_cuda [--time | --time-only | --profile]; exit status 0 iff every check passed.
-// --time-only times without checking; --profile runs one forward and backward at B4 T4096 H32 and
-// nothing else, for a profiler.
+// Run: ./check_gdn_cuda [--time | --time-only | --time-v2 | --profile [MEMBER]]; exit status 0 iff
+// every check passed. --time-only times without checking; --time-v2 times version 2 alone, every
+// member at B4 T4096 H32; --profile runs one forward and backward at that shape (of Gated DeltaNet,
+// or of MEMBER) and nothing else, for a profiler.
 // Kernel versions: bf16 and fp16 inputs run version 2 (tensor cores), float32 inputs version 1;
 // with KCV_GDN_KERNELS=1 in the environment every dtype runs version 1. --time times both
 // versions at each shape in the same process, version 1 first, and prints their ratio.
@@ -430,8 +431,21 @@ void time_versions(Member m, int B, int T, int H, int HV) {
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "--profile") {
-        // One forward and one backward at the first benchmark shape, for a profiler to time per kernel.
-        time_shape(kcv::gdn::kGatedDeltaNet, 4, 4096, 32, 32, 1);
+        // One forward and one backward at the first benchmark shape, for a profiler to time per kernel:
+        // Gated DeltaNet, or the member named after --profile.
+        const std::string name = argc > 2 ? argv[2] : kcv::gdn::member_name(kcv::gdn::kGatedDeltaNet);
+        for (Member m : kcv::gdn::all_members()) {
+            if (name != kcv::gdn::member_name(m)) continue;
+            time_shape(m, 4, 4096, 32, 32, 1);
+            return 0;
+        }
+        std::fprintf(stderr, "--profile: no member named '%s'\n", name.c_str());
+        return 2;
+    }
+    if (mode == "--time-v2") {
+        // Version 2 alone at the first benchmark shape, every member: medians of 20 runs, no checks,
+        // for comparing two builds of the library run one after the other.
+        for (Member m : kcv::gdn::all_members()) time_shape(m, 4, 4096, 32, 32, 20);
         return 0;
     }
     const bool timing = mode == "--time" || mode == "--time-only";
