@@ -171,29 +171,37 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
         for (int i = 0; i < MT; ++i)
             for (int j = 0; j < NT; ++j)
                 for (int r = 0; r < 4; ++r) acc[i][j][r] = low[i][j][r] = low2[i][j][r] = 0.0f;
-        for (int k0 = 0; k0 < Kd; k0 += 8) {
-            uint32_t ahi[MT][4], alo[MT][4], alo2[MT][4];
-            for (int i = 0; i < MT; ++i) {
-                float av[4];
+        // This thread's operand values of one k step: fetched one step ahead, so that the loads of
+        // step k0 + 8 (often from global memory) are in flight while step k0 is split and multiplied.
+        auto fetch = [&](int k0, float (&av)[MT][4], float (&bv)[NT][2]) {
+            for (int i = 0; i < MT; ++i)
                 for (int r = 0; r < 4; ++r) {
                     const int m = m0 + 16 * i + g + (r & 1) * 8, k = k0 + c + (r >> 1) * 4;
-                    av[r] = m < M && k < Kd ? A(m, k) : 0.0f;
+                    av[i][r] = m < M && k < Kd ? A(m, k) : 0.0f;
                 }
+            for (int j = 0; j < NT; ++j)
+                for (int r = 0; r < 2; ++r) {
+                    const int n = n0 + 8 * j + g, k = k0 + c + r * 4;
+                    bv[j][r] = n < N && k < Kd ? B(k, n) : 0.0f;
+                }
+        };
+        float av[MT][4], bvs[NT][2];
+        fetch(0, av, bvs);
+        for (int k0 = 0; k0 < Kd; k0 += 8) {
+            float av_next[MT][4], bv_next[NT][2];
+            if (k0 + 8 < Kd) fetch(k0 + 8, av_next, bv_next);
+            uint32_t ahi[MT][4], alo[MT][4], alo2[MT][4];
+            for (int i = 0; i < MT; ++i) {
                 if (kPlain) {
-                    for (int r = 0; r < 4; ++r) ahi[i][r] = operand(AEXACT, av[r]);
+                    for (int r = 0; r < 4; ++r) ahi[i][r] = operand(AEXACT, av[i][r]);
                 } else {
-                    const float s0 = quad_grid(av[0], av[2]), s1 = quad_grid(av[1], av[3]);
+                    const float s0 = quad_grid(av[i][0], av[i][2]), s1 = quad_grid(av[i][1], av[i][3]);
                     for (int r = 0; r < 4; ++r)
-                        split_on_grid<AEXACT>(av[r], r & 1 ? s1 : s0, ahi[i][r], alo[i][r], alo2[i][r]);
+                        split_on_grid<AEXACT>(av[i][r], r & 1 ? s1 : s0, ahi[i][r], alo[i][r], alo2[i][r]);
                 }
             }
             for (int j = 0; j < NT; ++j) {
-                const int n = n0 + 8 * j + g;
-                float bv[2];
-                for (int r = 0; r < 2; ++r) {
-                    const int k = k0 + c + r * 4;
-                    bv[r] = n < N && k < Kd ? B(k, n) : 0.0f;
-                }
+                const float* bv = bvs[j];
                 uint32_t bhi[2], blo[2], blo2[2];
                 if (kPlain) {
                     for (int r = 0; r < 2; ++r) bhi[r] = operand(BEXACT, bv[r]);
@@ -210,6 +218,12 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                     mma_tf32(low2[i][j], alo[i], blo);
                     mma_tf32_added(acc[i][j], ahi[i], bhi);
                 }
+            }
+            if (k0 + 8 < Kd) {
+                for (int i = 0; i < MT; ++i)
+                    for (int r = 0; r < 4; ++r) av[i][r] = av_next[i][r];
+                for (int j = 0; j < NT; ++j)
+                    for (int r = 0; r < 2; ++r) bvs[j][r] = bv_next[j][r];
             }
         }
         for (int i = 0; i < MT; ++i)
@@ -280,8 +294,9 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
 // with version 1's bits: each exponent the Kahan sum of g over (j, t] in ascending order, each
 // term (x_ti k_ji)·e^{…}, and the terms added for i ascending from zero. Version 1 gives each
 // (t, j) one thread that sums every range afresh, O(16) additions per term; here the channels are
-// taken in groups of kDiagChannels, and per group one thread per (j, i) walks t upwards with a
-// running Kahan sum (each exponent one addition) and writes the terms into a table, then one
+// taken in groups of kDiagChannels, and per group each (j, i) is one walk of t upwards with a
+// running Kahan sum (each exponent one addition; balanced_walks pairs them over the threads) that
+// writes the terms into a table, then one
 // thread per (t, j) adds its row of the table to its partial sum. fd is scratch of
 // kDiagScratch floats: the partial sums (kSub² of them) and the table (one row of kDiagChannels
 // per pair t ≥ j, an odd row length so that a warp's rows fall into distinct banks).
@@ -292,6 +307,21 @@ static_assert(kDiagScratch <= kChunk * kChunk, "the diagonal blocks' scratch is 
 
 __device__ __forceinline__ int diag_pair(int t, int j) { return t * (t + 1) / 2 + j; }   // j ≤ t < kSub
 
+// walk(jj, c) for every jj < n and c < nc, spread over the block so that the threads' shares are
+// about equally long: the walk from jj covers the n − jj rows from jj on, so jj and n − 1 − jj go to
+// one thread (n + 1 rows together; with n = kSub and 27 channels, one round of 216 threads instead
+// of two rounds whose first thread walks 16 + 7 rows). Each walk is the same computation wherever
+// it runs.
+template <class Walk>
+__device__ __forceinline__ void balanced_walks(int n, int nc, Walk walk) {
+    const int half = (n + 1) / 2;
+    for (int e = threadIdx.x; e < half * nc; e += blockDim.x) {
+        const int p = e / nc, c = e % nc;
+        walk(p, c);
+        if (n - 1 - p != p) walk(n - 1 - p, c);
+    }
+}
+
 __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
                                                 bool strict, float* M, float* fd) {
     const int tid = threadIdx.x, nt = blockDim.x, n = end - a;
@@ -300,8 +330,8 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
     for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
         const int nc = min(kDiagChannels, K - i0);
         const bool first = i0 == 0, last = i0 + nc == K;
-        for (int e = tid; e < n * nc; e += nt) {
-            const int jj = e / nc, c = e % nc, i = i0 + c, j = a + jj;
+        balanced_walks(n, nc, [&](int jj, int c) {
+            const int i = i0 + c, j = a + jj;
             KahanSum range;
             for (int tt = jj; tt < n; ++tt) {
                 const int t = a + tt;
@@ -309,7 +339,7 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
                 if (tt > jj || !strict)
                     table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * exp_rn(range.sum);
             }
-        }
+        });
         __syncthreads();
         for (int e = tid; e < kSub * kSub; e += nt) {
             const int tt = e / kSub, jj = e % kSub;
@@ -398,7 +428,7 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
 // terms, but with the exponents from running sums: the anchored operands as
 // anchor_subchunk_running (xa the same bits, ea's range sums in the opposite order), and for the
 // diagonal block of gx, per group of kDiagChannels channels, a table of e^{γ_t − γ_j} (a ≤ j ≤ t
-// < end) that one thread per (j, i) fills walking t upwards with a running Kahan sum (version 1's
+// < end) that one walk per (j, i) fills, t upwards with a running Kahan sum (balanced_walks; version 1's
 // bits, one addition per exponent instead of a range sum per term), then one thread per (t, i)
 // forms gx_ti as version 1 does. fd is scratch of kDiagPairs·kDiagChannels floats.
 __device__ inline void gated_scores_backward_running(const float* dM, const float* x, const float* k, const float* g,
@@ -413,14 +443,14 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
         add_subchunk_gk(dM, x, g, xa, ea, a, end, K, strict, gk);
         for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
             const int nc = min(kDiagChannels, K - i0);
-            for (int e = tid; e < n * nc; e += nt) {
-                const int jj = e / nc, c = e % nc, i = i0 + c;
+            balanced_walks(n, nc, [&](int jj, int c) {
+                const int i = i0 + c;
                 KahanSum range;
                 for (int tt = jj; tt < n; ++tt) {
                     if (tt > jj) range.add(g[(a + tt) * K + i]);
                     fd[diag_pair(tt, jj) * kDiagChannels + c] = exp_rn(range.sum);
                 }
-            }
+            });
             __syncthreads();
             for (int e = tid; e < n * nc; e += nt) {
                 const int tt = e / nc, c = e % nc, t = a + tt, i = i0 + c;
