@@ -130,6 +130,12 @@ inline size_t reverse_scan_smem_bytes(int K, int gate) {
                             2 * kChunk * kChunk + 3 * kChunk * kScanCols + K);
 }
 
+// Elements per thread at a time in chunk_grad's element-wise passes over tiles in global memory
+// (the workspace scratch): the loads of a batch before its stores, which the compiler may not
+// move past them (they might alias), so that a batch waits out one global-memory latency, not one
+// per element.
+constexpr int kElementBatch = 4;
+
 // chunk_grad's tiles, one layout for both versions (grad_smem_bytes): shared memory, then the
 // chunk's γ, e^{γ_C − γ}, workspace scratch, states, Δ and dΔ.
 struct GradTiles {
@@ -231,13 +237,21 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardA
                                                   GradTiles G) {
     const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
     const int GK = GATE == 2 ? K : 1;
-    for (int e = tid; e < L * K; e += nt) {
-        const int t = e / K, i = e % K;
-        const float et = exp_rn(gamma_at<GATE>(G.gam, t, i, K));
-        const float dbk = G.s_dqt[e] + et * G.s_drt[e];
-        G.s_dqt[e] = dbk;
-        G.s_dk[e] += G.s_dkt[e];
-        G.s_dk[e] += beta_of<TI>(d, a, c, hv, t) * dbk;
+    for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
+        float dbk[kElementBatch], dk[kElementBatch];
+        for (int u = 0; u < kElementBatch; ++u) {
+            const int e = min(e0 + u * nt, L * K - 1), t = e / K, i = e % K;
+            const float et = exp_rn(gamma_at<GATE>(G.gam, t, i, K));
+            dbk[u] = G.s_dqt[e] + et * G.s_drt[e];
+            dk[u] = G.s_dk[e] + G.s_dkt[e];
+            dk[u] += beta_of<TI>(d, a, c, hv, t) * dbk[u];
+        }
+        for (int u = 0; u < kElementBatch; ++u) {
+            const int e = e0 + u * nt;
+            if (e >= L * K) break;
+            G.s_dqt[e] = dbk[u];
+            G.s_dk[e] = dk[u];
+        }
     }
     if (GATE != 0)
         for (int e = tid; e < L * GK; e += nt) {
@@ -277,10 +291,19 @@ __device__ __forceinline__ void write_chunk_grads(const Dims& d, const Workspace
             }
         }
     }
-    for (int e = tid; e < L * K; e += nt) {
-        const int t = e / K, i = e % K;
-        w.dq_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = G.s_dq[e];
-        w.dk_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = G.s_dk[e];
+    for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
+        float dq[kElementBatch], dk[kElementBatch];
+        for (int u = 0; u < kElementBatch; ++u) {
+            const int e = min(e0 + u * nt, L * K - 1);
+            dq[u] = G.s_dq[e];
+            dk[u] = G.s_dk[e];
+        }
+        for (int u = 0; u < kElementBatch; ++u) {
+            const int e = e0 + u * nt, t = e / K, i = e % K;
+            if (e >= L * K) break;
+            w.dq_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = dq[u];
+            w.dk_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = dk[u];
+        }
     }
 }
 

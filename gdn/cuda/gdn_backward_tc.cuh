@@ -221,10 +221,20 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     if (GATE == 1) scalar_gate_factors_running(G.g_s, L, G.F_s);
     score_gradients<GATE, EX, EX>(G.dM_s, G.q_s, G.k_s, G.g_s, G.F_s, L, K, false, G.s_dq, G.s_dk, G.dgam_s, G.s_xa,
                                   G.s_ea);
-    for (int e = tid; e < L * K; e += nt) {
-        const int t = e / K, i = e % K;
-        G.s_dq[e] += exp_rn(gm(t, i)) * G.s_dqt[e];
-        G.s_dk[e] += kdecay(t, i) * G.s_dkt[e];
+    // In batches (kElementBatch, gdn_backward.cuh): these tiles are in global memory.
+    for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
+        float dq[kElementBatch], dk[kElementBatch];
+        for (int u = 0; u < kElementBatch; ++u) {
+            const int e = min(e0 + u * nt, L * K - 1), t = e / K, i = e % K;
+            dq[u] = G.s_dq[e] + exp_rn(gm(t, i)) * G.s_dqt[e];
+            dk[u] = G.s_dk[e] + kdecay(t, i) * G.s_dkt[e];
+        }
+        for (int u = 0; u < kElementBatch; ++u) {
+            const int e = e0 + u * nt;
+            if (e >= L * K) break;
+            G.s_dq[e] = dq[u];
+            G.s_dk[e] = dk[u];
+        }
     }
     if (GATE != 0) {
         // dγ_t += q̃_t ⊙ dq̃_t − k̃_t ⊙ dk̃_t, dγ_C += Σ_t k̃_t ⊙ dk̃_t + e^{γ_C} Σ_v dS ⊙ S₀. dg_t sums

@@ -81,8 +81,7 @@ __device__ inline void unit_lower_inverse_blocked(const float* A, int L, float* 
 // K), so that two blocks share an SM (launch bounds below) where version 1's layout holds one.
 inline size_t prepare_tc_smem_bytes(int K, int gate) {
     const int GK = gate == 2 ? K : 1, tiles = gate == 2 ? 4 : 2;
-    return sizeof(float) * (size_t(kChunk) * K * tiles + 2 * size_t(kChunk) * GK + (gate == 2 ? 0 : kChunk) +
-                            2 * kChunk * kChunk);
+    return sizeof(float) * (size_t(kChunk) * K * tiles + 2 * size_t(kChunk) * GK + kChunk + 2 * kChunk * kChunk);
 }
 
 template <int GATE, bool DELTA, class TI, int KV = 0>
@@ -98,12 +97,13 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     float* k_s = q_s + kChunk * K;            // C×K
     float* g_s = k_s + kChunk * K;            // C×GK log decays
     float* gam_s = g_s + kChunk * GK;         // C×GK
-    // A per-channel gate: C×K each, the anchored x, then Λ(β ⊙ K), and the anchored k, then β.
-    // Other gates: none, and C floats for β.
+    // A per-channel gate: C×K each, the anchored x, then Λ(β ⊙ K), and the anchored k. Other
+    // gates: none.
     float* xa_s = gam_s + kChunk * GK;
-    float* ka_s = GATE == 2 ? xa_s + kChunk * K : xa_s;
-    float* A_s = ka_s + (GATE == 2 ? kChunk * K : kChunk);   // C×C
-    float* T_s = A_s + kChunk * kChunk;                       // C×C
+    float* ka_s = xa_s + (GATE == 2 ? kChunk * K : 0);
+    float* b_s = ka_s + (GATE == 2 ? kChunk * K : 0);   // C: β, zero past L
+    float* A_s = b_s + kChunk;                           // C×C
+    float* T_s = A_s + kChunk * kChunk;                  // C×C
     const size_t sh = size_t(c.slot) * d.HV + hv;
 
     load_tile(static_cast<const TI*>(a.q), c.row0, L, d.H, h, K, q_s);
@@ -133,20 +133,19 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     if (!DELTA) return;
 
     const TI* beta = static_cast<const TI*>(a.beta);
-    auto beta_at = [&](int t) { return to_float(beta[size_t(c.row0 + t) * d.HV + hv]); };
+    for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f;
+    __syncthreads();
     float* bk_s = q_s;
-    for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? beta_at(e / K) * k_s[e] : 0.0f;
+    for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? b_s[e / K] * k_s[e] : 0.0f;
     __syncthreads();
     gated_scores_tc<GATE, false, EX>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
     unit_lower_inverse_blocked(A_s, L, T_s);
     // T on its lower triangle, zero above (where the inverse kept its scratch).
     for (int e = tid; e < kChunk * kChunk; e += nt)
         w.Tm[sh * kChunk * kChunk + e] = e % kChunk <= e / kChunk ? T_s[e] : 0.0f;
-    // The right operands: Λ(β ⊙ K) (zero past L, where β ⊙ K is) and β.
+    // The right operand Λ(β ⊙ K) (zero past L, where β ⊙ K is).
     float* r_s = GATE == 2 ? xa_s : bk_s;    // in place where β ⊙ K is read by nothing else from here
-    float* b_s = ka_s;
     for (int e = tid; e < kChunk * K; e += nt) r_s[e] = exp_rn(gamma_at<GATE>(gam_s, e / K, e % K, K)) * bk_s[e];
-    for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? beta_at(t) : 0.0f;
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
     auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };
