@@ -92,6 +92,9 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int GK = GATE == 2 ? K : 1, L = c.L;
     constexpr bool EX = exact_in_tf32<TI>;
+    // Operands fetched a step ahead (block_mma) except where two blocks per SM hold the delta
+    // members to 128 registers, which the extra registers would spill.
+    constexpr bool AHEAD = GATE == 2 || !DELTA;
     float* const smem = shared_floats();
     float* q_s = smem;                        // C×K: Q, then β ⊙ K (delta), then Λ(β ⊙ K) (no per-channel gate)
     float* k_s = q_s + kChunk * K;            // C×K
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
         __syncthreads();
         for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
     }
-    gated_scores_tc<GATE, EX, EX>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s, T_s);
+    gated_scores_tc<GATE, EX, EX, AHEAD>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s, T_s);
     if (!DELTA) return;
 
     const TI* beta = static_cast<const TI*>(a.beta);
@@ -138,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     float* bk_s = q_s;
     for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? b_s[e / K] * k_s[e] : 0.0f;
     __syncthreads();
-    gated_scores_tc<GATE, false, EX>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
+    gated_scores_tc<GATE, false, EX, AHEAD>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
     unit_lower_inverse_blocked(A_s, L, T_s);
     // T on its lower triangle, zero above (where the inverse kept its scratch).
     for (int e = tid; e < kChunk * kChunk; e += nt)
@@ -149,11 +152,11 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
     auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };
-    block_mma<4, false, false, 2>(
+    block_mma<4, false, false, 2, AHEAD>(
         kChunk, K, kChunk, T_at, [&](int j, int i) { return r_s[j * K + i]; },
         [&](int t, int i, float acc) { w.W[sh * kChunk * K + t * K + i] = acc; });
     const TI* v = static_cast<const TI*>(a.v);
-    block_mma<4, false, EX, 2>(
+    block_mma<4, false, EX, 2, AHEAD>(
         kChunk, V, kChunk, [&](int t, int s) { return T_at(t, s) * b_s[s]; },
         [&](int s, int j) { return s < L ? to_float(v[(size_t(c.row0 + s) * d.HV + hv) * V + j]) : 0.0f; },
         [&](int t, int j, float acc) { w.U[sh * kChunk * V + t * V + j] = acc; });

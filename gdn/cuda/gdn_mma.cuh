@@ -152,7 +152,7 @@ __device__ __forceinline__ void mma_tf32_added(float (&acc)[4], const uint32_t (
 // (the same tile products, in the same order). AEXACT / BEXACT: every value of that operand is
 // exact in TF32. Every thread of the block must call it (it is warp-synchronous); it has no
 // barrier of its own.
-template <int NT, bool AEXACT, bool BEXACT, int MT = 1, class FA, class FB, class FOut>
+template <int NT, bool AEXACT, bool BEXACT, int MT = 1, bool AHEAD = true, class FA, class FB, class FOut>
 __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const int g = lane / 4, c = lane % 4;
@@ -171,8 +171,9 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
         for (int i = 0; i < MT; ++i)
             for (int j = 0; j < NT; ++j)
                 for (int r = 0; r < 4; ++r) acc[i][j][r] = low[i][j][r] = low2[i][j][r] = 0.0f;
-        // This thread's operand values of one k step: fetched one step ahead, so that the loads of
-        // step k0 + 8 (often from global memory) are in flight while step k0 is split and multiplied.
+        // This thread's operand values of one k step. AHEAD: fetched one step ahead, so that the
+        // loads of step k0 + 8 (often from global memory) are in flight while step k0 is split and
+        // multiplied, at MT·4 + NT·2 more registers (a kernel held to 128 registers spills them).
         auto fetch = [&](int k0, float (&av)[MT][4], float (&bv)[NT][2]) {
             for (int i = 0; i < MT; ++i)
                 for (int r = 0; r < 4; ++r) {
@@ -186,10 +187,11 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                 }
         };
         float av[MT][4], bvs[NT][2];
-        fetch(0, av, bvs);
+        if (AHEAD) fetch(0, av, bvs);
         for (int k0 = 0; k0 < Kd; k0 += 8) {
             float av_next[MT][4], bv_next[NT][2];
-            if (k0 + 8 < Kd) fetch(k0 + 8, av_next, bv_next);
+            if (!AHEAD) fetch(k0, av, bvs);
+            else if (k0 + 8 < Kd) fetch(k0 + 8, av_next, bv_next);
             uint32_t ahi[MT][4], alo[MT][4], alo2[MT][4];
             for (int i = 0; i < MT; ++i) {
                 if (kPlain) {
@@ -219,7 +221,7 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                     mma_tf32_added(acc[i][j], ahi[i], bhi);
                 }
             }
-            if (k0 + 8 < Kd) {
+            if (AHEAD && k0 + 8 < Kd) {
                 for (int i = 0; i < MT; ++i)
                     for (int r = 0; r < 4; ++r) av[i][r] = av_next[i][r];
                 for (int j = 0; j < NT; ++j)
@@ -360,13 +362,13 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
 // diagonal 16×16 blocks, whose factor e^{γ_ti − γ_ji} depends on the channel, stay scalar
 // (diagonal_scores). fd is C×C scratch: the scalar gate's factors, or the diagonal blocks' table
 // (unused without a gate).
-template <int GATE, bool XEXACT, bool KEXACT>
+template <int GATE, bool XEXACT, bool KEXACT, bool AHEAD = true>
 __device__ void gated_scores_tc(const float* x, const float* k, const float* g, int L, int K, bool strict, float* M,
                                 float* xa, float* ka, float* fd) {
     const int tid = threadIdx.x, nt = blockDim.x;
     if constexpr (GATE != 2) {
         if (GATE == 1) scalar_gate_factors_running(g, L, fd);
-        block_mma<4, XEXACT, KEXACT>(
+        block_mma<4, XEXACT, KEXACT, 1, AHEAD>(
             kChunk, kChunk, K, [&](int t, int i) { return x[t * K + i]; }, [&](int i, int j) { return k[j * K + i]; },
             [&](int t, int j, float acc) {
                 float out = 0.0f;
@@ -380,7 +382,7 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
         for (int a = 0; a < L; a += kSub) {
             const int end = min(L, a + kSub);
             anchor_subchunk_running(x, k, g, a, end, K, xa, ka);
-            block_mma<4, false, false>(
+            block_mma<4, false, false, 1, AHEAD>(
                 end - a, a, K, [&](int r, int i) { return xa[(a + r) * K + i]; },
                 [&](int i, int j) { return ka[j * K + i]; },
                 [&](int r, int j, float acc) { M[(a + r) * kChunk + j] = acc; });
