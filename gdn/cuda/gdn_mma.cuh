@@ -298,10 +298,10 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
 // (t, j) one thread that sums every range afresh, O(16) additions per term; here the channels are
 // taken in groups of kDiagChannels, and per group each (j, i) is one walk of t upwards with a
 // running Kahan sum (each exponent one addition; balanced_walks pairs them over the threads) that
-// writes the terms into a table, then one
-// thread per (t, j) adds its row of the table to its partial sum. fd is scratch of
-// kDiagScratch floats: the partial sums (kSub² of them) and the table (one row of kDiagChannels
-// per pair t ≥ j, an odd row length so that a warp's rows fall into distinct banks).
+// writes the terms into a table, then one thread per (t, j) adds its row of the table to its
+// partial sum. fd is scratch of kDiagScratch floats: the partial sums (kSub² of them) and the
+// table (one row of kDiagChannels per pair t ≥ j, an odd row length so that a warp's rows fall
+// into distinct banks).
 constexpr int kDiagChannels = 27;
 constexpr int kDiagPairs = kSub * (kSub + 1) / 2;
 constexpr int kDiagScratch = kSub * kSub + kDiagPairs * kDiagChannels;
