@@ -32,7 +32,6 @@ build)
 run)
     out="${3:?an output directory}" members="${4:-gdn,kda}" kernels="${5:-prepare_chunks_tc,chunk_grad_tc}"
     mkdir -p "$out/profile"
-    export KCV_GDN_CUDA_LIB="$dir/libkcv_gdn_cuda.so"
     for m in ${members//,/ }; do
         for k in ${kernels//,/ }; do
             rep="$out/profile/$m-$k"

@@ -51,7 +51,7 @@ def per_line(action):
             info = action.source_info(pcs.as_uint64(i))
             where = (os.path.basename(info.file_name()), info.line()) if info else ("?", 0)
             lines[where][name[len(PREFIX):]] += samples
-    return lines, names
+    return lines
 
 
 def main():
@@ -65,7 +65,7 @@ def main():
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
-            lines, names = per_line(action)
+            lines = per_line(action)
             total = sum(sum(c.values()) for c in lines.values())
             print(f"== {action.name()}: {total} warp samples, {len(lines)} source lines")
             if not total:

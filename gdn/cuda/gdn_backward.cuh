@@ -131,9 +131,8 @@ inline size_t reverse_scan_smem_bytes(int K, int gate) {
 }
 
 // Elements per thread at a time in chunk_grad's element-wise passes over tiles in global memory
-// (the workspace scratch): the loads of a batch before its stores, which the compiler may not
-// move past them (they might alias), so that a batch waits out one global-memory latency, not one
-// per element.
+// (the workspace scratch), for the reason of kLoadBatch (gdn_common.cuh); fewer, as each element
+// holds two or three values.
 constexpr int kElementBatch = 4;
 
 // chunk_grad's tiles, one layout for both versions (grad_smem_bytes): shared memory, then the

@@ -69,10 +69,10 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         const size_t sh = st.sh;
         const float* gam = st.gam;
         dS.store(w.dstates, st.slot);
-        // Loads kScanBatch elements per thread ahead of their stores, as state_scan_tc does.
-        for (int e0 = tid; e0 < kChunk * K; e0 += kScanBatch * nt) {
-            float ktv[kScanBatch], qv[kScanBatch], bkv[kScanBatch];
-            for (int u = 0; u < kScanBatch; ++u) {
+        // Loads kLoadBatch elements per thread ahead of their stores, as state_scan_tc does.
+        for (int e0 = tid; e0 < kChunk * K; e0 += kLoadBatch * nt) {
+            float ktv[kLoadBatch], qv[kLoadBatch], bkv[kLoadBatch];
+            for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / K, i = e % K;
                 const bool in = e < kChunk * K && t < L;
                 const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
                 qv[u] = in ? to_float(q[at]) : 0.0f;
                 bkv[u] = DELTA && in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
             }
-            for (int u = 0; u < kScanBatch; ++u) {
+            for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / K, i = e % K;
                 if (e >= kChunk * K) break;
                 kt_s[t * ldk + i] = ktv[u];
@@ -91,14 +91,14 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         }
         for (int e = tid; e < kChunk * GK; e += nt)
             half_s[e] = GATE != 0 && e / GK < L ? exp_rn(0.5f * gam[e]) : 1.0f;
-        for (int e0 = tid; e0 < kChunk * kChunk; e0 += kScanBatch * nt) {
-            float pv[kScanBatch], tv[kScanBatch];
-            for (int u = 0; u < kScanBatch; ++u) {
+        for (int e0 = tid; e0 < kChunk * kChunk; e0 += kLoadBatch * nt) {
+            float pv[kLoadBatch], tv[kLoadBatch];
+            for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt;
                 pv[u] = e < kChunk * kChunk ? w.P[sh * kChunk * kChunk + e] : 0.0f;
                 tv[u] = DELTA && e < kChunk * kChunk ? w.Tm[sh * kChunk * kChunk + e] : 0.0f;
             }
-            for (int u = 0; u < kScanBatch; ++u) {
+            for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / kChunk, s = e % kChunk;
                 if (e >= kChunk * kChunk) break;
                 P_s[t * ldp + s] = pv[u];

@@ -438,21 +438,23 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
     __syncthreads();
 }
 
-// Loads rows [row0, row0 + L) of a [rows][heads][D] tensor at head `head` into a C×D float
-// tile, zero past L. kTileBatch elements per thread at a time, every load of a batch before its
-// stores: a store to shared memory may alias the source as far as the compiler knows, so one
+// Elements per thread at a time where a kernel copies a tile from global memory: every load of a
+// batch before its stores. A store may alias the next load as far as the compiler knows, so one
 // element at a time would wait out a global-memory latency per element.
-constexpr int kTileBatch = 8;
+constexpr int kLoadBatch = 8;
+
+// Loads rows [row0, row0 + L) of a [rows][heads][D] tensor at head `head` into a C×D float
+// tile, zero past L, kLoadBatch elements per thread at a time.
 template <class T>
 __device__ void load_tile(const T* src, int row0, int L, int heads, int head, int D, float* dst) {
     const int nt = blockDim.x;
-    for (int e0 = threadIdx.x; e0 < kChunk * D; e0 += kTileBatch * nt) {
-        float v[kTileBatch];
-        for (int u = 0; u < kTileBatch; ++u) {
+    for (int e0 = threadIdx.x; e0 < kChunk * D; e0 += kLoadBatch * nt) {
+        float v[kLoadBatch];
+        for (int u = 0; u < kLoadBatch; ++u) {
             const int e = e0 + u * nt, t = e / D, i = e % D;
             v[u] = e < kChunk * D && t < L ? to_float(src[(size_t(row0 + t) * heads + head) * D + i]) : 0.0f;
         }
-        for (int u = 0; u < kTileBatch; ++u)
+        for (int u = 0; u < kLoadBatch; ++u)
             if (e0 + u * nt < kChunk * D) dst[e0 + u * nt] = v[u];
     }
 }

@@ -177,7 +177,6 @@ template <int COLS>
 constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
 template <int COLS>
 constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
-constexpr int kScanBatch = 8;
 
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
 __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Dims sizes, Workspace w, ForwardArgs a) {
@@ -203,18 +202,18 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
         const int r0 = st.r0, L = st.L;
         const size_t sh = st.sh;
         S.store(w.states, st.slot);
-        // kScanBatch elements per thread at a time, all loads before the stores: the loads of a
+        // kLoadBatch elements per thread at a time, all loads before the stores: the loads of a
         // batch are in flight together instead of one global-memory latency per element.
-        for (int e0 = tid; e0 < kChunk * K; e0 += kScanBatch * nt) {
-            float kv[kScanBatch], wv[kScanBatch];
-            for (int u = 0; u < kScanBatch; ++u) {
+        for (int e0 = tid; e0 < kChunk * K; e0 += kLoadBatch * nt) {
+            float kv[kLoadBatch], wv[kLoadBatch];
+            for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / K, i = e % K;
                 const bool in = e < kChunk * K && t < L;
                 kv[u] = in ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
                            : 0.0f;
                 wv[u] = DELTA && e < kChunk * K ? w.W[sh * kChunk * K + e] : 0.0f;
             }
-            for (int u = 0; u < kScanBatch; ++u) {
+            for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / K, i = e % K;
                 if (e >= kChunk * K) break;
                 kt_s[t * ldk + i] = kv[u];

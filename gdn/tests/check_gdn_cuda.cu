@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "--time-v2") {
         // Version 2 alone at the first benchmark shape, every member: medians of 20 runs, no checks,
-        // for comparing two builds of the library run one after the other.
+        // for comparing builds of the library run one after the other (bench/gdn_ab.sh).
         for (Member m : kcv::gdn::all_members()) time_shape(m, 4, 4096, 32, 32, 20);
         return 0;
     }
