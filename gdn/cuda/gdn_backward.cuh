@@ -143,11 +143,13 @@ struct GradTiles {
     float* bk_s;     // C×K  β ⊙ K (delta)
     float* g_s;      // C×GK log decays
     float* dgam_s;   // C×GK
-    float* dend_s;   // GK: gradient of γ_C
-    float* T_s;      // C×C
+    float* T_s;      // C×C (at a 16-byte offset, for copy_rows)
     float* dM_s;     // C×C  dP, then dT Tᵀ
     float* dT_s;     // C×C  dT, then dA (version 2: first the per-channel terms of dγ_C)
-    float* F_s;      // C×C  e^{γ_t − γ_j} (scalar gate); version 2's scratch (per-channel gate)
+    float* F_s;      // C×C  e^{γ_t − γ_j} (scalar gate); version 2's scratch (per-channel gate); none for GATE 0
+    float* b_s;      // C: β (delta), zero past L
+    float* dend_s;   // GK: gradient of γ_C
+    float* past;     // the first float past these tiles
     const float* gam;
     const float* to_end;
     float* s_dqt;    // dQ̃, then dbk_A
@@ -173,11 +175,13 @@ __device__ __forceinline__ GradTiles grad_tiles(const Workspace& w, size_t sh, i
     G.bk_s = G.k_s + kChunk * K;
     G.g_s = G.bk_s + kChunk * K;
     G.dgam_s = G.g_s + kChunk * GK;
-    G.dend_s = G.dgam_s + kChunk * GK;
-    G.T_s = G.dend_s + GK;
+    G.T_s = G.dgam_s + kChunk * GK;
     G.dM_s = G.T_s + kChunk * kChunk;
     G.dT_s = G.dM_s + kChunk * kChunk;
     G.F_s = G.dT_s + kChunk * kChunk;
+    G.b_s = G.F_s + (GATE != 0 ? kChunk * kChunk : 0);
+    G.dend_s = G.b_s + kChunk;
+    G.past = G.dend_s + GK;
     G.gam = w.gamma + sh * kChunk * GK;
     G.to_end = w.to_end + sh * kChunk * GK;
     G.s_dqt = w.scratch + (sh * kScratch + 0) * kChunk * K;
@@ -201,13 +205,7 @@ __device__ __forceinline__ double* aligned_doubles(float* p) {
     return reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(p) + 7) & ~uintptr_t(7));
 }
 
-// β of token t of the chunk (value head hv).
-template <class TI>
-__device__ __forceinline__ float beta_of(const Dims& d, const BackwardArgs& a, const ChunkPos& c, int hv, int t) {
-    return to_float(static_cast<const TI*>(a.fwd.beta)[size_t(c.row0 + t) * d.HV + hv]);
-}
-
-// chunk_grad's inputs: Q, K and the log decays, zeroed dγ and dγ_C, T (delta), then β ⊙ K
+// chunk_grad's inputs: Q, K and the log decays, zeroed dγ and dγ_C, T and β (delta), then β ⊙ K
 // (delta, after the barrier).
 template <int GATE, bool DELTA, class TI>
 __device__ __forceinline__ void load_grad_inputs(const Dims& d, const Workspace& w, const BackwardArgs& a,
@@ -220,21 +218,23 @@ __device__ __forceinline__ void load_grad_inputs(const Dims& d, const Workspace&
     load_gate<GATE>(a.fwd.g, c, d.HV, hv, K, G.g_s);
     for (int e = tid; e < kChunk * GK; e += nt) G.dgam_s[e] = 0.0f;
     for (int i = tid; i < GK; i += nt) G.dend_s[i] = 0.0f;
-    if (DELTA)
-        for (int e = tid; e < kChunk * kChunk; e += nt) G.T_s[e] = w.Tm[sh * kChunk * kChunk + e];
+    if (DELTA) {
+        copy_rows(G.T_s, kChunk, w.Tm + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
+        const TI* beta = static_cast<const TI*>(a.fwd.beta);
+        for (int t = tid; t < kChunk; t += nt) G.b_s[t] = t < L ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f;
+    }
+    async_copies_wait();
     __syncthreads();
     if (DELTA)
-        for (int e = tid; e < kChunk * K; e += nt)
-            G.bk_s[e] = e / K < L ? beta_of<TI>(d, a, c, hv, e / K) * G.k_s[e] : 0.0f;
+        for (int e = tid; e < kChunk * K; e += nt) G.bk_s[e] = e / K < L ? G.b_s[e / K] * G.k_s[e] : 0.0f;
 }
 
 // After the score gradient through A (dbk_A in s_dqt, dk_A in s_dkt): dbk = dbk_A + e^γ ⊙ dR̃
 // into s_dqt, dk += dk_A + β ⊙ dbk, dγ += e^γ ⊙ (β ⊙ K) ⊙ dR̃ (summed over channels in Acc for a
 // scalar gate); then a barrier.
-template <int GATE, class TI, class Acc = float>
-__device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardArgs& a, ChunkPos c,
-                                                  GradTiles G) {
-    const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
+template <int GATE, class Acc = float>
+__device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, GradTiles G) {
+    const int tid = threadIdx.x, nt = blockDim.x, K = d.K, L = c.L;
     const int GK = GATE == 2 ? K : 1;
     for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
         float dbk[kElementBatch], dk[kElementBatch];
@@ -243,7 +243,7 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, const BackwardA
             const float et = exp_rn(gamma_at<GATE>(G.gam, t, i, K));
             dbk[u] = G.s_dqt[e] + et * G.s_drt[e];
             dk[u] = G.s_dk[e] + G.s_dkt[e];
-            dk[u] += beta_of<TI>(d, a, c, hv, t) * dbk[u];
+            dk[u] += G.b_s[t] * dbk[u];
         }
         for (int u = 0; u < kElementBatch; ++u) {
             const int e = e0 + u * nt;
@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
         // Through A (rows b ⊙ k): dbk_A into G.s_dqt, dk_A into G.s_dkt.
         gated_scores_backward<GATE>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt, G.dgam_s,
                                     G.s_xa, G.s_ea);
-        combine_through_a<GATE, TI>(d, a, c, G);
+        combine_through_a<GATE>(d, c, G);
         // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {
@@ -456,12 +456,18 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
     write_chunk_grads<GATE>(d, w, a, c, G);
 }
 
-// GradTiles' shared part; F_s only where a gate has it (227 KiB at most: 224.5 KiB for K = 128
+// GradTiles' shared part; F_s only where a gate has it (227 KiB at most: 224.8 KiB for K = 128
 // with a per-channel gate).
 inline size_t grad_smem_bytes(int K, int gate) {
     const int GK = gate == 2 ? K : 1;
     return sizeof(float) *
-           (3 * size_t(kChunk) * K + 2 * size_t(kChunk) * GK + GK + (gate != 0 ? 4 : 3) * kChunk * kChunk);
+           (3 * size_t(kChunk) * K + 2 * size_t(kChunk) * GK + GK + kChunk + (gate != 0 ? 4 : 3) * kChunk * kChunk);
+}
+
+// chunk_grad_tc's: grad_smem_bytes, and for the gates without a per-channel factor dO and V as
+// raw values of `elem` bytes (C rows of stride V + 8 each, from the next 16-byte boundary).
+inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem) {
+    return grad_smem_bytes(K, gate) + (gate != 2 ? 16 + 2 * elem * kChunk * (size_t(V) + 8) : 0);
 }
 
 // dq, dk of query/key head h: the sum over its value heads h·G .. h·G + G − 1, in that order.

@@ -34,7 +34,13 @@ namespace kcv::gdn::cuda {
 // one half of e^{γ_t}, so a strongly decayed term keeps its significant bits as in version 1. A
 // per-channel gate's factor e^{γ_ti} depends on the channel too and cannot be split between the
 // operands; that update stays version 1's scalar loop. Tiles are padded so that each fragment
-// load falls into distinct banks.
+// load falls into distinct banks (K's tile, read by rows in dΔ and by columns in the update, is
+// padded for the rows).
+//
+// K is staged once; β ⊙ K and, for the gates without a per-channel factor, K ⊙ e^{γ_C−γ} are
+// formed from it where the products read them, the same products of the same two floats as
+// tiles of their own would hold, in two C×K tiles less: the 64-column slice then fits in shared
+// memory beside the rest (reverse_scan_tc_smem_bytes), and half as many blocks load each chunk.
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
 __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a) {
     const Dims d = with_head_size<KV>(sizes);
@@ -45,17 +51,25 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     const int ldk = K + 4, ldq = K + 8, ldp = kChunk + 8;
     const float scale = d.scale;
     float* const smem = shared_floats();
-    float* dS_s = smem;                          // K×COLS, stride ld
-    float* kt_s = dS_s + K * ld;                 // C×K  K ⊙ e^{γ_C − γ}, stride K + 4
-    float* q_s = kt_s + kChunk * ldk;            // C×K, stride K + 8
-    float* bk_s = q_s + kChunk * ldq;            // C×K  β ⊙ K (delta), stride K + 8
-    float* half_s = bk_s + kChunk * ldq;         // C×GK e^{γ_t / 2}
-    float* P_s = half_s + kChunk * GK;           // C×C, stride C + 8
-    float* T_s = P_s + kChunk * ldp;             // C×C  (delta), stride C + 8
-    float* dO_s = T_s + kChunk * ldp;            // C×COLS, stride ld
-    float* dD_s = dO_s + kChunk * ld;            // C×COLS
-    float* TdD_s = dD_s + kChunk * ld;           // C×COLS Tᵀ dΔ (delta)
-    float* dec_s = TdD_s + kChunk * ld;          // K    e^{γ_C / 2}
+    float* dS_s = smem;                                 // K×COLS, stride ld
+    float* k_s = dS_s + K * ld;                         // C×K, stride K + 4
+    float* q_s = k_s + kChunk * ldk;                    // C×K, stride K + 8
+    float* kt_s = q_s + kChunk * ldq;                   // per-channel gate: C×K  K ⊙ e^{γ_C − γ}, stride K + 4
+    float* half_s = kt_s + (GATE == 2 ? kChunk * ldk : 0);   // C×GK e^{γ_t / 2}
+    float* te_s = half_s + kChunk * GK;                 // C   e^{γ_C − γ_t} (GATE 0, 1), zero past L
+    float* b_s = te_s + kChunk;                         // C   β (delta), zero past L
+    float* P_s = b_s + kChunk;                          // C×C, stride C + 8
+    float* T_s = P_s + kChunk * ldp;                    // C×C  (delta), stride C + 8
+    float* dO_s = T_s + kChunk * ldp;                   // C×COLS, stride ld
+    float* dD_s = dO_s + kChunk * ld;                   // C×COLS
+    float* TdD_s = dD_s + kChunk * ld;                  // C×COLS Tᵀ dΔ (delta)
+    float* dec_s = TdD_s + kChunk * ld;                 // K    e^{γ_C / 2}
+    // K ⊙ e^{γ_C − γ} and β ⊙ K, as the products read them.
+    auto kt_at = [&](int t, int i) {
+        if constexpr (GATE == 2) return kt_s[t * ldk + i];
+        else return k_s[t * ldk + i] * te_s[t];
+    };
+    auto bk_at = [&](int t, int i) { return b_s[t] * k_s[t * ldk + i]; };
     const SequenceExtent seq = sequence_extent(d, n);
     const StateSlice dS{dS_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     dS.load(a.dht, n);
@@ -69,55 +83,50 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         const size_t sh = st.sh;
         const float* gam = st.gam;
         dS.store(w.dstates, st.slot);
-        // Loads kLoadBatch elements per thread ahead of their stores, as state_scan_tc does.
+        // P and T by asynchronous copies, in flight while the rest loads in batches of
+        // kLoadBatch elements per thread ahead of their stores.
+        copy_rows(P_s, ldp, w.P + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
+        if (DELTA) copy_rows(T_s, ldp, w.Tm + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
         for (int e0 = tid; e0 < kChunk * K; e0 += kLoadBatch * nt) {
-            float ktv[kLoadBatch], qv[kLoadBatch], bkv[kLoadBatch];
+            float kv[kLoadBatch], qv[kLoadBatch], ktv[kLoadBatch];
             for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / K, i = e % K;
                 const bool in = e < kChunk * K && t < L;
                 const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
-                const float kv = in ? to_float(k[at]) : 0.0f;
-                ktv[u] = in ? kv * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
+                kv[u] = in ? to_float(k[at]) : 0.0f;
                 qv[u] = in ? to_float(q[at]) : 0.0f;
-                bkv[u] = DELTA && in ? to_float(beta[size_t(r0 + t) * d.HV + hv]) * kv : 0.0f;
+                ktv[u] = GATE == 2 && in ? kv[u] * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
             }
             for (int u = 0; u < kLoadBatch; ++u) {
                 const int e = e0 + u * nt, t = e / K, i = e % K;
                 if (e >= kChunk * K) break;
-                kt_s[t * ldk + i] = ktv[u];
+                k_s[t * ldk + i] = kv[u];
                 q_s[t * ldq + i] = qv[u];
-                if (DELTA) bk_s[t * ldq + i] = bkv[u];
+                if (GATE == 2) kt_s[t * ldk + i] = ktv[u];
             }
+        }
+        for (int t = tid; t < kChunk; t += nt) {
+            te_s[t] = GATE != 2 && t < L ? to_end_at<GATE>(st.to_end, t, 0, K) : 0.0f;
+            b_s[t] = DELTA && t < L ? to_float(beta[size_t(r0 + t) * d.HV + hv]) : 0.0f;
         }
         for (int e = tid; e < kChunk * GK; e += nt)
             half_s[e] = GATE != 0 && e / GK < L ? exp_rn(0.5f * gam[e]) : 1.0f;
-        for (int e0 = tid; e0 < kChunk * kChunk; e0 += kLoadBatch * nt) {
-            float pv[kLoadBatch], tv[kLoadBatch];
-            for (int u = 0; u < kLoadBatch; ++u) {
-                const int e = e0 + u * nt;
-                pv[u] = e < kChunk * kChunk ? w.P[sh * kChunk * kChunk + e] : 0.0f;
-                tv[u] = DELTA && e < kChunk * kChunk ? w.Tm[sh * kChunk * kChunk + e] : 0.0f;
-            }
-            for (int u = 0; u < kLoadBatch; ++u) {
-                const int e = e0 + u * nt, t = e / kChunk, s = e % kChunk;
-                if (e >= kChunk * kChunk) break;
-                P_s[t * ldp + s] = pv[u];
-                if (DELTA) T_s[t * ldp + s] = tv[u];
-            }
-        }
-        for (int e = tid; e < kChunk * COLS; e += nt) {
-            const int t = e / COLS, col = e % COLS;
-            dO_s[t * ld + col] =
-                (t < L && col < VS) ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
-        }
+        copy_batched(
+            kChunk * COLS,
+            [&](int e) {
+                const int t = e / COLS, col = e % COLS;
+                return t < L && col < VS ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
+            },
+            [&](int e, float x) { dO_s[(e / COLS) * ld + e % COLS] = x; });
         half_chunk_decay<GATE>(st, K, dec_s);
+        async_copies_wait();
         __syncthreads();
         // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
         // against dO_s.
         block_mma<NT, false, false, scan_chunk_mt<COLS>>(
             L, VS, K + kChunk,
             [&](int t, int x) {
-                if (x < K) return kt_s[t * ldk + x];
+                if (x < K) return kt_at(t, x);
                 const int s = x - K;
                 return s >= t && s < L ? scale * P_s[s * ldp + t] : 0.0f;
             },
@@ -140,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
             block_mma<NT, false, false, 2>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
-                    return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_s[(x - L) * ldq + i] * half_s[x - L];
+                    return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_at(x - L, i) * half_s[x - L];
                 },
                 [&](int x, int col) {
                     return x < L ? dO_s[x * ld + col] * half_s[x] : TdD_s[(x - L) * ld + col] * half_s[x - L];
@@ -156,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
                     from_o += decayed(q_s[t * ldq + i] * dO_s[t * ld + col], half_s[t * GK + i]);
                 if (DELTA)
                     for (int t = 0; t < L; ++t)
-                        from_w += decayed(bk_s[t * ldq + i] * TdD_s[t * ld + col], half_s[t * GK + i]);
+                        from_w += decayed(bk_at(t, i) * TdD_s[t * ld + col], half_s[t * GK + i]);
                 float s = decayed(dS_s[i * ld + col], dec_s[i]) + scale * from_o;
                 if (DELTA) s -= from_w;
                 dS_s[i * ld + col] = s;
@@ -170,7 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
 inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols) {
     const int GK = gate == 2 ? K : 1;
     const size_t ld = scan_ld(cols);
-    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (3 * K + 20) + size_t(kChunk) * GK +
+    const size_t k_tiles = gate == 2 ? 2 * (K + 4) : K + 4;   // K, and K ⊙ e^{γ_C − γ} for a per-channel gate
+    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (k_tiles + K + 8) + size_t(kChunk) * GK + 2 * kChunk +
                             2 * kChunk * (kChunk + 8) + 3 * kChunk * ld + K);
 }
 
@@ -189,16 +199,40 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     float* s_dvt = w.U + sh * kChunk * V;
     const TI* dO = static_cast<const TI*>(a.d_o);
     const TI* v = static_cast<const TI*>(a.fwd.v);
-    const TI* beta = static_cast<const TI*>(a.fwd.beta);
-    auto beta_at = [&](int t) { return DELTA ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f; };
-    auto dO_at = [&](int t, int j) { return t < L ? to_float(dO[(size_t(c.row0 + t) * d.HV + hv) * V + j]) : 0.0f; };
-    auto v_at = [&](int t, int j) { return to_float(v[(size_t(c.row0 + t) * d.HV + hv) * V + j]); };
+    // dO and V as raw 16-bit values in shared memory past G's tiles, rows from L on zero, where
+    // those tiles leave room (grad_tc_smem_bytes: not for a per-channel gate): copied once
+    // (copy_rows) instead of read element by element from global memory inside the products. Row
+    // stride V + 8 halves puts each fragment load into distinct banks.
+    constexpr bool kStaged = GATE != 2;
+    const int ldo = V + 8;
+    TI* const dO_s = reinterpret_cast<TI*>((reinterpret_cast<uintptr_t>(G.past) + 15) & ~uintptr_t(15));
+    TI* const v_s = dO_s + kChunk * ldo;
+    auto beta_at = [&](int t) { return DELTA ? G.b_s[t] : 0.0f; };
+    auto dO_at = [&](int t, int j) {
+        if constexpr (kStaged) return to_float(dO_s[t * ldo + j]);
+        else return t < L ? to_float(dO[(size_t(c.row0 + t) * d.HV + hv) * V + j]) : 0.0f;
+    };
+    auto v_at = [&](int t, int j) {
+        if constexpr (kStaged) return to_float(v_s[t * ldo + j]);
+        else return to_float(v[(size_t(c.row0 + t) * d.HV + hv) * V + j]);
+    };
     // Δ and dΔ exist (are written by the scans) only for rows < L.
     auto D_at = [&](int t, int j) { return t < L ? G.D[t * V + j] : 0.0f; };
     auto dD_at = [&](int t, int j) { return t < L ? G.dD[t * V + j] : 0.0f; };
     auto gm = [&](int t, int i) { return gamma_at<GATE>(G.gam, t, i, K); };
     auto kdecay = [&](int t, int i) { return to_end_at<GATE>(G.to_end, t, i, K); };
 
+    if constexpr (kStaged) {
+        // Asynchronous copies, in flight while load_grad_inputs loads; its barrier is theirs.
+        const size_t at = (size_t(c.row0) * d.HV + hv) * V, row = size_t(d.HV) * V;
+        copy_rows(dO_s, ldo, dO + at, row, L, V);
+        copy_rows(v_s, ldo, v + at, row, L, V);
+        const TI zero = from_float<TI>(0.0f);
+        for (int e = L * V + tid; e < kChunk * V; e += nt) {
+            dO_s[(e / V) * ldo + e % V] = zero;
+            v_s[(e / V) * ldo + e % V] = zero;
+        }
+    }
     load_grad_inputs<GATE, DELTA, TI>(d, w, a, c, G);
 
     // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ, and
@@ -260,9 +294,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
             }
         }
         // The term of channel i, one thread each, into float64 scratch in G.dT_s (free until dT); a
-        // scalar gate then sums them over i in increasing order.
+        // scalar gate then sums them over i in increasing order. Channels are dealt from the
+        // block's last thread down, so that a scalar gate's rows above (from its first thread
+        // up) and these run on different threads at once.
         double* dend = aligned_doubles(G.dT_s);
-        for (int i = tid; i < K; i += nt) {
+        for (int i = nt - 1 - tid; i < K; i += nt) {
             double kk = 0.0, ss = 0.0;
             for (int t = 0; t < L; ++t) kk += double(G.k_s[t * K + i] * kdecay(t, i)) * G.s_dkt[t * K + i];
             for (int j = 0; j < V; ++j) ss += double(G.dS[i * V + j]) * G.S0[i * V + j];
@@ -319,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         // Through A (rows b ⊙ k): dbk_A into G.s_dqt, dk_A into G.s_dkt.
         score_gradients<GATE, false, EX>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt, G.dgam_s,
                                          G.s_xa, G.s_ea);
-        combine_through_a<GATE, TI, double>(d, a, c, G);
+        combine_through_a<GATE, double>(d, c, G);
         // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {

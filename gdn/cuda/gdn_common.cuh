@@ -443,20 +443,69 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
 // element at a time would wait out a global-memory latency per element.
 constexpr int kLoadBatch = 8;
 
+// store(e, load(e)) for every e < n over the block, kLoadBatch elements per thread at a time,
+// every load of a batch before its stores. The value's type is load's.
+template <class Load, class Store>
+__device__ __forceinline__ void copy_batched(int n, Load load, Store store) {
+    using Value = decltype(load(0));
+    const int nt = blockDim.x;
+    for (int e0 = threadIdx.x; e0 < n; e0 += kLoadBatch * nt) {
+        Value v[kLoadBatch];
+        for (int u = 0; u < kLoadBatch; ++u) {
+            const int e = e0 + u * nt;
+            v[u] = e < n ? load(e) : Value{};
+        }
+        for (int u = 0; u < kLoadBatch; ++u)
+            if (e0 + u * nt < n) store(e0 + u * nt, v[u]);
+    }
+}
+
+// One 16-byte copy from global to shared memory that completes asynchronously (cp.async, sm_80
+// on): it holds no register while in flight, so every copy a thread issues is in flight at once.
+// async_copies_wait() waits for this thread's; a barrier after it makes all of them visible.
+#if defined(KCV_GDN_HOST_EMULATION)
+inline void copy16_async(void* dst, const void* src) { std::memcpy(dst, src, 16); }
+inline void async_copies_wait() {}
+#else
+__device__ __forceinline__ void copy16_async(void* dst, const void* src) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(src) : "memory");
+}
+__device__ __forceinline__ void async_copies_wait() {
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+}
+#endif
+
+// dst[r·dst_ld + x] = src[r·src_ld + x] for r < rows, x < cols, a block-wide copy of a tile's rows
+// from global into shared memory: 16-byte asynchronous copies where both tiles' rows are 16-byte
+// aligned (then nothing waits until async_copies_wait), element by element in batches otherwise.
+// The values are the same bits either way.
+template <class T>
+__device__ __forceinline__ void copy_rows(T* dst, int dst_ld, const T* src, size_t src_ld, int rows, int cols) {
+    constexpr int per = 16 / sizeof(T);
+    const bool aligned = cols % per == 0 && dst_ld % per == 0 && src_ld % per == 0 &&
+                         reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    if (aligned) {
+        const int pieces = cols / per;
+        for (int e = threadIdx.x; e < rows * pieces; e += blockDim.x) {
+            const int r = e / pieces, x = (e % pieces) * per;
+            copy16_async(dst + size_t(r) * dst_ld + x, src + r * src_ld + x);
+        }
+    } else {
+        copy_batched(
+            rows * cols, [&](int e) { return src[(e / cols) * src_ld + e % cols]; },
+            [&](int e, T x) { dst[size_t(e / cols) * dst_ld + e % cols] = x; });
+    }
+}
+
 // Loads rows [row0, row0 + L) of a [rows][heads][D] tensor at head `head` into a C×D float
 // tile, zero past L, kLoadBatch elements per thread at a time.
 template <class T>
 __device__ void load_tile(const T* src, int row0, int L, int heads, int head, int D, float* dst) {
-    const int nt = blockDim.x;
-    for (int e0 = threadIdx.x; e0 < kChunk * D; e0 += kLoadBatch * nt) {
-        float v[kLoadBatch];
-        for (int u = 0; u < kLoadBatch; ++u) {
-            const int e = e0 + u * nt, t = e / D, i = e % D;
-            v[u] = e < kChunk * D && t < L ? to_float(src[(size_t(row0 + t) * heads + head) * D + i]) : 0.0f;
-        }
-        for (int u = 0; u < kLoadBatch; ++u)
-            if (e0 + u * nt < kChunk * D) dst[e0 + u * nt] = v[u];
-    }
+    copy_batched(
+        kChunk * D,
+        [&](int e) { return e / D < L ? to_float(src[(size_t(row0 + e / D) * heads + head) * D + e % D]) : 0.0f; },
+        [&](int e, float x) { dst[e] = x; });
 }
 
 }  // namespace kcv::gdn::cuda

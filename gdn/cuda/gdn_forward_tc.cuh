@@ -18,8 +18,9 @@
 // 64 (unit_lower_inverse_blocked), takes the exponents from running sums, one addition each
 // (scalar_gate_factors_running, anchor_subchunk_running, diagonal_scores in gdn_mma.cuh, and
 // e^{γ_C − γ_t} below) where version 1 sums every range afresh, and stages chunk_output_tc's
-// operands in shared memory. Other operands are read from shared or global memory element by
-// element (no ldmatrix, TMA or wgmma yet). Limits as version 1: K, V <= 128.
+// operands in shared memory. Tiles copied unchanged go by cp.async (copy_rows); the products'
+// operands are read from shared or global memory element by element (no ldmatrix, TMA or wgmma
+// yet). Limits as version 1: K, V <= 128.
 #pragma once
 
 #include "gdn_forward.cuh"
@@ -122,15 +123,23 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
         }
         // e^{γ_C − γ_t}, the exponent summed over (t, L − 1] for t descending: one running Kahan
         // sum per channel, the order reversed from version 1's range sums, the bound the same.
-        for (int i = tid; i < GK; i += nt) {
+        // The sums go to scratch (A_s and T_s, free until the scores) on threads dealt from the
+        // block's last down, beside γ's above; their exponentials are then taken by every thread,
+        // not one after another on the thread of the channel.
+        float* rest_s = A_s;
+        for (int i = nt - 1 - tid; i < GK; i += nt) {
             KahanSum rest;
             for (int t = kChunk - 1; t >= 0; --t) {
                 if (t < L - 1) rest.add(g_s[(t + 1) * GK + i]);
-                w.to_end[sh * kChunk * GK + t * GK + i] = t < L ? exp_rn(rest.sum) : 0.0f;
+                rest_s[t * GK + i] = rest.sum;
             }
         }
         __syncthreads();
-        for (int e = tid; e < kChunk * GK; e += nt) w.gamma[sh * kChunk * GK + e] = gam_s[e];
+        for (int e = tid; e < kChunk * GK; e += nt) {
+            w.to_end[sh * kChunk * GK + e] = e / GK < L ? exp_rn(rest_s[e]) : 0.0f;
+            w.gamma[sh * kChunk * GK + e] = gam_s[e];
+        }
+        __syncthreads();
     }
     gated_scores_tc<GATE, EX, EX, AHEAD>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s, T_s);
     if (!DELTA) return;
@@ -202,25 +211,23 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
         const int r0 = st.r0, L = st.L;
         const size_t sh = st.sh;
         S.store(w.states, st.slot);
-        // kLoadBatch elements per thread at a time, all loads before the stores: the loads of a
-        // batch are in flight together instead of one global-memory latency per element.
-        for (int e0 = tid; e0 < kChunk * K; e0 += kLoadBatch * nt) {
-            float kv[kLoadBatch], wv[kLoadBatch];
-            for (int u = 0; u < kLoadBatch; ++u) {
-                const int e = e0 + u * nt, t = e / K, i = e % K;
-                const bool in = e < kChunk * K && t < L;
-                kv[u] = in ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
-                           : 0.0f;
-                wv[u] = DELTA && e < kChunk * K ? w.W[sh * kChunk * K + e] : 0.0f;
-            }
-            for (int u = 0; u < kLoadBatch; ++u) {
-                const int e = e0 + u * nt, t = e / K, i = e % K;
-                if (e >= kChunk * K) break;
-                kt_s[t * ldk + i] = kv[u];
-                if (DELTA) W_s[t * ldw + i] = wv[u];
-            }
+        // W, and U's slice into D_s where Δ = U − W S replaces it, by asynchronous copies, in
+        // flight while K ⊙ e^{γ_C − γ} is formed in batches (copy_batched): no load waits out a
+        // global-memory latency on its own.
+        if (DELTA) {
+            copy_rows(W_s, ldw, w.W + sh * kChunk * K, K, kChunk, K);
+            copy_rows(D_s, ld, w.U + sh * kChunk * V + v0, V, L, VS);
         }
+        copy_batched(
+            kChunk * K,
+            [&](int e) {
+                const int t = e / K, i = e % K;
+                return t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
+                             : 0.0f;
+            },
+            [&](int e, float x) { kt_s[(e / K) * ldk + e % K] = x; });
         half_chunk_decay<GATE>(st, K, dec_s);
+        async_copies_wait();
         __syncthreads();
         // Δ = U − W S (delta members) or V.
         if (DELTA) {
@@ -228,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
                 L, VS, K, [&](int t, int i) { return W_s[t * ldw + i]; },
                 [&](int i, int col) { return S_s[i * ld + col]; },
                 [&](int t, int col, float acc) {
-                    const float out = w.U[(sh * kChunk + t) * V + v0 + col] - acc;
+                    const float out = D_s[t * ld + col] - acc;
                     D_s[t * ld + col] = out;
                     w.delta[(sh * kChunk + t) * V + v0 + col] = out;
                 });
@@ -266,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims sizes, Works
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
-    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V;
     const int GK = GATE == 2 ? K : 1, L = c.L;
     const int ldq = K + 4, ldp = kChunk + 4, ldv = V + 8;
     float* const smem = shared_floats();
@@ -276,18 +283,30 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims sizes, Works
     float* D_s = S_s + K * ldv;           // C×V: Δ (zero past L), stride V + 8
     const size_t sh = size_t(c.slot) * d.HV + hv;
     const float* gam = w.gamma + sh * kChunk * GK;
+    float* e_s = D_s + kChunk * ldv;      // C: e^{γ_t} (scalar gate)
     const TI* q = static_cast<const TI*>(a.q);
-    for (int e = tid; e < kChunk * K; e += nt) {
-        const int t = e / K, i = e % K;
-        qt_s[t * ldq + i] =
-            t < L ? to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * exp_rn(gamma_at<GATE>(gam, t, i, K)) : 0.0f;
-    }
-    for (int e = tid; e < kChunk * kChunk; e += nt) P_s[(e / kChunk) * ldp + e % kChunk] = w.P[sh * kChunk * kChunk + e];
-    const float* S0 = w.states + sh * K * V;
-    const float* D = w.delta + sh * kChunk * V;
-    for (int e = tid; e < K * V; e += nt) S_s[(e / V) * ldv + e % V] = S0[e];
+    // The raw tiles by asynchronous copies, in flight while Q ⊙ e^γ is formed in batches: nearly
+    // half of this kernel's time went to loading one element at a time. A scalar gate's factor is
+    // one exponential per row, taken once (it was taken for every element).
+    copy_rows(P_s, ldp, w.P + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
+    copy_rows(S_s, ldv, w.states + sh * K * V, V, K, V);
     // Δ is written by the scan only for rows < L.
-    for (int e = tid; e < kChunk * V; e += nt) D_s[(e / V) * ldv + e % V] = e / V < L ? D[e] : 0.0f;
+    copy_rows(D_s, ldv, w.delta + sh * kChunk * V, V, L, V);
+    for (int e = L * V + threadIdx.x; e < kChunk * V; e += blockDim.x) D_s[(e / V) * ldv + e % V] = 0.0f;
+    if (GATE == 1) {
+        for (int t = threadIdx.x; t < L; t += blockDim.x) e_s[t] = exp_rn(gam[t]);
+        __syncthreads();
+    }
+    copy_batched(
+        kChunk * K,
+        [&](int e) {
+            const int t = e / K, i = e % K;
+            if (t >= L) return 0.0f;
+            const float factor = GATE == 0 ? 1.0f : GATE == 1 ? e_s[t] : exp_rn(gamma_at<GATE>(gam, t, i, K));
+            return to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * factor;
+        },
+        [&](int e, float x) { qt_s[(e / K) * ldq + e % K] = x; });
+    async_copies_wait();
     __syncthreads();
     TI* o = static_cast<TI*>(a.o);
     // Columns x < K of the left operand are Q ⊙ e^γ against rows of S₀; columns K + s are
@@ -299,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims sizes, Works
 }
 
 inline size_t output_tc_smem_bytes(int K, int V) {
-    return sizeof(float) * (size_t(kChunk) * (K + 4) + kChunk * (kChunk + 4) + size_t(K + kChunk) * (V + 8));
+    return sizeof(float) * (size_t(kChunk) * (K + 4) + kChunk * (kChunk + 4) + size_t(K + kChunk) * (V + 8) + kChunk);
 }
 
 }  // namespace kcv::gdn::cuda

@@ -125,11 +125,12 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
             return 1;
     }
     const dim3 chunks(d.slots, d.HV);
-    const size_t smem = grad_smem_bytes(d.K, GATE);
     if constexpr (VERSION == 2) {
-        if (launch(chunk_grad_tc<GATE, DELTA, TI, KV>, chunks, smem, "chunk_grad_tc", d, w, ba)) return 1;
+        if (launch(chunk_grad_tc<GATE, DELTA, TI, KV>, chunks, grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI)),
+                   "chunk_grad_tc", d, w, ba))
+            return 1;
     } else {
-        if (launch(chunk_grad<GATE, DELTA, TI>, chunks, smem, "chunk_grad", d, w, ba)) return 1;
+        if (launch(chunk_grad<GATE, DELTA, TI>, chunks, grad_smem_bytes(d.K, GATE), "chunk_grad", d, w, ba)) return 1;
     }
     const size_t total = size_t(d.B) * d.T * d.H * d.K;
     const size_t blocks = std::min<size_t>((total + kThreads - 1) / kThreads, 65535);

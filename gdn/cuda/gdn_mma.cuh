@@ -245,15 +245,21 @@ constexpr bool exact_in_tf32 = sizeof(TI) == 2;
 
 // scalar_gate_factors (gdn_common.cuh) with version 1's bits, e^{γ_t − γ_j} for j ≤ t < L and
 // zero elsewhere into F (C×C), but one thread per column j walking t upwards with a running
-// Kahan sum, one addition per exponent instead of a range sum of up to 63 per element; then a
-// barrier.
+// Kahan sum, one addition per exponent instead of a range sum of up to 63 per element. The walks
+// leave their sums in F, whose exponentials every thread then takes in place, rather than each
+// walk waiting out its 64 exponentials in turn; then a barrier.
 __device__ inline void scalar_gate_factors_running(const float* g, int L, float* F) {
     for (int j = threadIdx.x; j < kChunk; j += blockDim.x) {
         KahanSum range;
         for (int t = 0; t < kChunk; ++t) {
             if (t > j && t < L) range.add(g[t]);
-            F[t * kChunk + j] = t < L && j <= t ? exp_rn(range.sum) : 0.0f;
+            F[t * kChunk + j] = range.sum;
         }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < kChunk * kChunk; e += blockDim.x) {
+        const int t = e / kChunk, j = e % kChunk;
+        F[e] = t < L && j <= t ? exp_rn(F[e]) : 0.0f;
     }
     __syncthreads();
 }
