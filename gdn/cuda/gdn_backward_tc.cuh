@@ -37,10 +37,12 @@ namespace kcv::gdn::cuda {
 // load falls into distinct banks (K's tile, read by rows in dΔ and by columns in the update, is
 // padded for the rows).
 //
-// K is staged once; β ⊙ K and, for the gates without a per-channel factor, K ⊙ e^{γ_C−γ} are
-// formed from it where the products read them, the same products of the same two floats as
-// tiles of their own would hold, in two C×K tiles less: the 64-column slice then fits in shared
-// memory beside the rest (reverse_scan_tc_smem_bytes), and half as many blocks load each chunk.
+// K, Q and dO's slice are staged raw, as the inputs hold them, in two sets of tiles: the next
+// chunk's asynchronous copies are in flight while this chunk's products run, so a chunk step waits
+// only on its P and T. β ⊙ K and, for the gates without a per-channel factor, K ⊙ e^{γ_C−γ} are
+// formed where the products read them, the same products of the same two floats as tiles of
+// their own would hold; the 64-column slice then fits in shared memory beside the rest
+// (reverse_scan_tc_smem_bytes), and half as many blocks load each chunk.
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
 __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a) {
     const Dims d = with_head_size<KV>(sizes);
@@ -48,28 +50,24 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
-    const int ldk = K + 4, ldq = K + 8, ldp = kChunk + 8;
+    const int ldk = K + 4, ldr = K + 8, ldo = COLS + 8, ldp = kChunk + 8;
     const float scale = d.scale;
     float* const smem = shared_floats();
     float* dS_s = smem;                                 // K×COLS, stride ld
-    float* k_s = dS_s + K * ld;                         // C×K, stride K + 4
-    float* q_s = k_s + kChunk * ldk;                    // C×K, stride K + 8
-    float* kt_s = q_s + kChunk * ldq;                   // per-channel gate: C×K  K ⊙ e^{γ_C − γ}, stride K + 4
+    float* kt_s = dS_s + K * ld;                        // per-channel gate: C×K  K ⊙ e^{γ_C − γ}, stride K + 4
     float* half_s = kt_s + (GATE == 2 ? kChunk * ldk : 0);   // C×GK e^{γ_t / 2}
     float* te_s = half_s + kChunk * GK;                 // C   e^{γ_C − γ_t} (GATE 0, 1), zero past L
     float* b_s = te_s + kChunk;                         // C   β (delta), zero past L
     float* P_s = b_s + kChunk;                          // C×C, stride C + 8
     float* T_s = P_s + kChunk * ldp;                    // C×C  (delta), stride C + 8
-    float* dO_s = T_s + kChunk * ldp;                   // C×COLS, stride ld
-    float* dD_s = dO_s + kChunk * ld;                   // C×COLS
+    float* dD_s = T_s + kChunk * ldp;                   // C×COLS
     float* TdD_s = dD_s + kChunk * ld;                  // C×COLS Tᵀ dΔ (delta)
     float* dec_s = TdD_s + kChunk * ld;                 // K    e^{γ_C / 2}
-    // K ⊙ e^{γ_C − γ} and β ⊙ K, as the products read them.
-    auto kt_at = [&](int t, int i) {
-        if constexpr (GATE == 2) return kt_s[t * ldk + i];
-        else return k_s[t * ldk + i] * te_s[t];
-    };
-    auto bk_at = [&](int t, int i) { return b_s[t] * k_s[t * ldk + i]; };
+    // Two sets of raw tiles, each K and Q (C×K, stride K + 8) and dO's slice (C×COLS, stride
+    // COLS + 8): 16-byte aligned rows for 16-bit inputs. Rows from L on are stale; every read
+    // of them is guarded.
+    const int raw_elems = kChunk * (2 * ldr + ldo);
+    TI* const raw_s = reinterpret_cast<TI*>((reinterpret_cast<uintptr_t>(dec_s + K) + 15) & ~uintptr_t(15));
     const SequenceExtent seq = sequence_extent(d, n);
     const StateSlice dS{dS_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     dS.load(a.dht, n);
@@ -77,52 +75,59 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     const TI* k = static_cast<const TI*>(a.fwd.k);
     const TI* beta = static_cast<const TI*>(a.fwd.beta);
     const TI* dO = static_cast<const TI*>(a.d_o);
-    for (int jc = seq.chunks - 1; jc >= 0; --jc) {
+    auto stage = [&](int jc, int set) {
+        const ScanStep nx = scan_step(seq, jc, w, d.HV, hv, GK);
+        TI* const kr = raw_s + set * raw_elems;
+        const size_t at = (size_t(nx.r0) * d.H + h) * K, row = size_t(d.H) * K;
+        copy_rows(kr, ldr, k + at, row, nx.L, K);
+        copy_rows(kr + kChunk * ldr, ldr, q + at, row, nx.L, K);
+        copy_rows(kr + 2 * kChunk * ldr, ldo, dO + (size_t(nx.r0) * d.HV + hv) * V + v0, size_t(d.HV) * V, nx.L, VS);
+    };
+    if (seq.chunks > 0) stage(seq.chunks - 1, 0);
+    for (int jc = seq.chunks - 1, set = 0; jc >= 0; --jc, set ^= 1) {
         const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
-        const int r0 = st.r0, L = st.L;
+        const int L = st.L;
         const size_t sh = st.sh;
         const float* gam = st.gam;
+        const TI* const kr = raw_s + set * raw_elems;
+        const TI* const qr = kr + kChunk * ldr;
+        const TI* const dOr = qr + kChunk * ldr;
+        auto k_at = [&](int t, int i) { return to_float(kr[t * ldr + i]); };
+        auto q_at = [&](int t, int i) { return to_float(qr[t * ldr + i]); };
+        auto dO_at = [&](int t, int col) { return t < L ? to_float(dOr[t * ldo + col]) : 0.0f; };
+        // K ⊙ e^{γ_C − γ} and β ⊙ K, as the products read them (rows t < L).
+        auto kt_at = [&](int t, int i) {
+            if constexpr (GATE == 2) return kt_s[t * ldk + i];
+            else return k_at(t, i) * te_s[t];
+        };
+        auto bk_at = [&](int t, int i) { return b_s[t] * k_at(t, i); };
         dS.store(w.dstates, st.slot);
-        // P and T by asynchronous copies, in flight while the rest loads in batches of
-        // kLoadBatch elements per thread ahead of their stores.
+        // P and T (and a per-channel gate's e^{γ_C − γ} rows, into kt_s) by asynchronous copies,
+        // in flight while β, e^{γ_C − γ_t} and e^{γ_t / 2} load.
         copy_rows(P_s, ldp, w.P + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
         if (DELTA) copy_rows(T_s, ldp, w.Tm + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
-        for (int e0 = tid; e0 < kChunk * K; e0 += kLoadBatch * nt) {
-            float kv[kLoadBatch], qv[kLoadBatch], ktv[kLoadBatch];
-            for (int u = 0; u < kLoadBatch; ++u) {
-                const int e = e0 + u * nt, t = e / K, i = e % K;
-                const bool in = e < kChunk * K && t < L;
-                const size_t at = (size_t(r0 + t) * d.H + h) * K + i;
-                kv[u] = in ? to_float(k[at]) : 0.0f;
-                qv[u] = in ? to_float(q[at]) : 0.0f;
-                ktv[u] = GATE == 2 && in ? kv[u] * to_end_at<GATE>(st.to_end, t, i, K) : 0.0f;
-            }
-            for (int u = 0; u < kLoadBatch; ++u) {
-                const int e = e0 + u * nt, t = e / K, i = e % K;
-                if (e >= kChunk * K) break;
-                k_s[t * ldk + i] = kv[u];
-                q_s[t * ldq + i] = qv[u];
-                if (GATE == 2) kt_s[t * ldk + i] = ktv[u];
-            }
-        }
+        if (GATE == 2) copy_rows(kt_s, ldk, st.to_end, K, L, K);
         for (int t = tid; t < kChunk; t += nt) {
             te_s[t] = GATE != 2 && t < L ? to_end_at<GATE>(st.to_end, t, 0, K) : 0.0f;
-            b_s[t] = DELTA && t < L ? to_float(beta[size_t(r0 + t) * d.HV + hv]) : 0.0f;
+            b_s[t] = DELTA && t < L ? to_float(beta[size_t(st.r0 + t) * d.HV + hv]) : 0.0f;
         }
         for (int e = tid; e < kChunk * GK; e += nt)
             half_s[e] = GATE != 0 && e / GK < L ? exp_rn(0.5f * gam[e]) : 1.0f;
-        copy_batched(
-            kChunk * COLS,
-            [&](int e) {
-                const int t = e / COLS, col = e % COLS;
-                return t < L && col < VS ? to_float(dO[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]) : 0.0f;
-            },
-            [&](int e, float x) { dO_s[(e / COLS) * ld + e % COLS] = x; });
         half_chunk_decay<GATE>(st, K, dec_s);
         async_copies_wait();
         __syncthreads();
+        // The next chunk's raw tiles, in flight while this step runs: their set was last read
+        // before the barrier above.
+        if (jc > 0) stage(jc - 1, set ^ 1);
+        if constexpr (GATE == 2) {
+            for (int e = tid; e < kChunk * K; e += nt) {
+                const int t = e / K, i = e % K;
+                kt_s[t * ldk + i] = t < L ? k_at(t, i) * kt_s[t * ldk + i] : 0.0f;
+            }
+            __syncthreads();
+        }
         // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
-        // against dO_s.
+        // against dO.
         block_mma<NT, false, false, scan_chunk_mt<COLS>>(
             L, VS, K + kChunk,
             [&](int t, int x) {
@@ -130,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
                 const int s = x - K;
                 return s >= t && s < L ? scale * P_s[s * ldp + t] : 0.0f;
             },
-            [&](int x, int col) { return x < K ? dS_s[x * ld + col] : dO_s[(x - K) * ld + col]; },
+            [&](int x, int col) { return x < K ? dS_s[x * ld + col] : dO_at(x - K, col); },
             [&](int t, int col, float acc) {
                 dD_s[t * ld + col] = acc;
                 w.ddelta[(sh * kChunk + t) * V + v0 + col] = acc;
@@ -149,10 +154,10 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
             block_mma<NT, false, false, 2>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
-                    return x < L ? scale * q_s[x * ldq + i] * half_s[x] : -bk_at(x - L, i) * half_s[x - L];
+                    return x < L ? scale * q_at(x, i) * half_s[x] : -bk_at(x - L, i) * half_s[x - L];
                 },
                 [&](int x, int col) {
-                    return x < L ? dO_s[x * ld + col] * half_s[x] : TdD_s[(x - L) * ld + col] * half_s[x - L];
+                    return x < L ? dO_at(x, col) * half_s[x] : TdD_s[(x - L) * ld + col] * half_s[x - L];
                 },
                 [&](int i, int col, float acc) {
                     dS_s[i * ld + col] = decayed(dS_s[i * ld + col], dec_s[i]) + acc;
@@ -162,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
                 const int i = e / VS, col = e % VS;
                 float from_o = 0.0f, from_w = 0.0f;
                 for (int t = 0; t < L; ++t)
-                    from_o += decayed(q_s[t * ldq + i] * dO_s[t * ld + col], half_s[t * GK + i]);
+                    from_o += decayed(q_at(t, i) * dO_at(t, col), half_s[t * GK + i]);
                 if (DELTA)
                     for (int t = 0; t < L; ++t)
                         from_w += decayed(bk_at(t, i) * TdD_s[t * ld + col], half_s[t * GK + i]);
@@ -176,12 +181,14 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     if (a.dh0) dS.store(a.dh0, n);
 }
 
-inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols) {
+// elem: the size of an input value (two sets of K, Q and dO's slice are staged raw).
+inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols, size_t elem) {
     const int GK = gate == 2 ? K : 1;
     const size_t ld = scan_ld(cols);
-    const size_t k_tiles = gate == 2 ? 2 * (K + 4) : K + 4;   // K, and K ⊙ e^{γ_C − γ} for a per-channel gate
-    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (k_tiles + K + 8) + size_t(kChunk) * GK + 2 * kChunk +
-                            2 * kChunk * (kChunk + 8) + 3 * kChunk * ld + K);
+    const size_t kt = gate == 2 ? size_t(kChunk) * (K + 4) : 0;   // K ⊙ e^{γ_C − γ} for a per-channel gate
+    return sizeof(float) * (size_t(K) * ld + kt + size_t(kChunk) * GK + 2 * kChunk + 2 * kChunk * (kChunk + 8) +
+                            2 * kChunk * ld + K) +
+           16 + 2 * elem * kChunk * (2 * (K + 8) + cols + 8);
 }
 
 template <int GATE, bool DELTA, class TI, int KV = 0>

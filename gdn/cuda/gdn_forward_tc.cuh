@@ -201,34 +201,53 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
     float* kt_s = W_s + kChunk * ldw;        // C×K, stride K + 8
     float* D_s = kt_s + kChunk * ldk;        // C×COLS, stride ld
     float* dec_s = D_s + kChunk * ld;        // K: e^{γ_C / 2}
+    // Raw inputs as they are: K's rows (C×K, stride K + 8) and, without the delta rule, V's slice
+    // (C×COLS, stride COLS + 8); 16-byte aligned rows for 16-bit inputs.
+    const int ldr = K + 8, ldv = COLS + 8;
+    TI* const kr_s = reinterpret_cast<TI*>((reinterpret_cast<uintptr_t>(dec_s + K) + 15) & ~uintptr_t(15));
+    TI* const vr_s = kr_s + kChunk * ldr;
     const SequenceExtent seq = sequence_extent(d, n);
     const StateSlice S{S_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     S.load(a.h0, n);
     const TI* k = static_cast<const TI*>(a.k);
     const TI* v = static_cast<const TI*>(a.v);
+    // The operands of chunk jc that do not depend on the state (K's raw rows, and W or V's raw
+    // slice) by asynchronous copies: for chunk 0 before the loop, for the next chunk while this
+    // one's second product runs (none of these tiles is read from there on), so that no chunk step
+    // waits on them.
+    auto stage_ahead = [&](int jc) {
+        const ScanStep nx = scan_step(seq, jc, w, d.HV, hv, GK);
+        copy_rows(kr_s, ldr, k + (size_t(nx.r0) * d.H + h) * K, size_t(d.H) * K, nx.L, K);
+        if (DELTA)
+            copy_rows(W_s, ldw, w.W + nx.sh * kChunk * K, K, kChunk, K);
+        else
+            copy_rows(vr_s, ldv, v + (size_t(nx.r0) * d.HV + hv) * V + v0, size_t(d.HV) * V, nx.L, VS);
+    };
+    if (seq.chunks > 0) stage_ahead(0);
     for (int jc = 0; jc < seq.chunks; ++jc) {
         const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
-        const int r0 = st.r0, L = st.L;
+        const int L = st.L;
         const size_t sh = st.sh;
         S.store(w.states, st.slot);
-        // W, and U's slice into D_s where Δ = U − W S replaces it, by asynchronous copies, in
-        // flight while K ⊙ e^{γ_C − γ} is formed in batches (copy_batched): no load waits out a
-        // global-memory latency on its own.
-        if (DELTA) {
-            copy_rows(W_s, ldw, w.W + sh * kChunk * K, K, kChunk, K);
-            copy_rows(D_s, ld, w.U + sh * kChunk * V + v0, V, L, VS);
-        }
+        // U's slice into D_s, where Δ = U − W S replaces it; a per-channel gate's e^{γ_C − γ} rows
+        // into kt_s, where K ⊙ e^{γ_C − γ} replaces them.
+        if (DELTA) copy_rows(D_s, ld, w.U + sh * kChunk * V + v0, V, L, VS);
+        if (GATE == 2) copy_rows(kt_s, ldk, st.to_end, K, L, K);
+        half_chunk_decay<GATE>(st, K, dec_s);
+        async_copies_wait();
+        __syncthreads();
+        // K ⊙ e^{γ_C − γ} from the staged rows, each element by the thread that reads its factor.
+        // The first product does not read it; the barrier after that product orders it before the
+        // second.
         copy_batched(
             kChunk * K,
             [&](int e) {
                 const int t = e / K, i = e % K;
-                return t < L ? to_float(k[(size_t(r0 + t) * d.H + h) * K + i]) * to_end_at<GATE>(st.to_end, t, i, K)
-                             : 0.0f;
+                if (t >= L) return 0.0f;
+                const float te = GATE == 2 ? kt_s[t * ldk + i] : to_end_at<GATE>(st.to_end, t, 0, K);
+                return to_float(kr_s[t * ldr + i]) * te;
             },
             [&](int e, float x) { kt_s[(e / K) * ldk + e % K] = x; });
-        half_chunk_decay<GATE>(st, K, dec_s);
-        async_copies_wait();
-        __syncthreads();
         // Δ = U − W S (delta members) or V.
         if (DELTA) {
             block_mma<NT, false, false, scan_chunk_mt<COLS>>(
@@ -242,12 +261,13 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
         } else {
             for (int e = tid; e < L * VS; e += nt) {
                 const int t = e / VS, col = e % VS;
-                const float out = to_float(v[(size_t(r0 + t) * d.HV + hv) * V + v0 + col]);
+                const float out = to_float(vr_s[t * ldv + col]);
                 D_s[t * ld + col] = out;
                 w.delta[(sh * kChunk + t) * V + v0 + col] = out;
             }
         }
         __syncthreads();
+        if (jc + 1 < seq.chunks) stage_ahead(jc + 1);
         block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>, 2>(
             K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
             [&](int t, int col) { return D_s[t * ld + col]; },
@@ -259,9 +279,11 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
     if (a.ht) S.store(a.ht, n);
 }
 
-inline size_t scan_tc_smem_bytes(int K, int cols) {
+// elem: the size of an input value (K's rows and V's slice are staged raw).
+inline size_t scan_tc_smem_bytes(int K, int cols, size_t elem) {
     const size_t ld = scan_ld(cols);
-    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (2 * K + 12) + kChunk * ld + K);
+    return sizeof(float) * (size_t(K) * ld + size_t(kChunk) * (2 * K + 12) + kChunk * ld + K) + 16 +
+           elem * kChunk * (K + cols + 16);
 }
 
 // O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ], both operands staged in shared memory first: S₀ and Δ are

@@ -76,11 +76,11 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
             return 1;
     }
     if constexpr (VERSION == 2) {
-        const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c); });
+        const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
         return with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, scan_tc_smem_bytes(d.K, COLS), "state_scan_tc", d,
-                          w, fa);
+            return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, scan_tc_smem_bytes(d.K, COLS, sizeof(TI)),
+                          "state_scan_tc", d, w, fa);
         });
     } else {
         const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
@@ -112,10 +112,11 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
     if constexpr (VERSION == 2) {
-        const int cols = scan_columns(d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c); });
+        const int cols =
+            scan_columns(d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI)); });
         const int rc = with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, reverse_scan_tc_smem_bytes(d.K, GATE, COLS),
+            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI)),
                           "reverse_scan_tc", d, w, ba);
         });
         if (rc) return 1;

@@ -309,8 +309,8 @@ TEST(GdnCudaEmulated, ScanColumnWidthsFollowTheSmCount) {
         kp.cu_seqlens = lay.shape.cu_seqlens.empty() ? nullptr : lay.shape.cu_seqlens.data();
         const cu::Dims d = cu::make_dims(kp);
         for (auto [sms, cols] : lay.sms_cols) {
-            EXPECT_EQ(cu::scan_columns(d, sms, [&](int c) { return cu::scan_tc_smem_bytes(d.K, c); }), cols) << sms;
-            EXPECT_EQ(cu::scan_columns(d, sms, [&](int c) { return cu::reverse_scan_tc_smem_bytes(d.K, 2, c); }),
+            EXPECT_EQ(cu::scan_columns(d, sms, [&](int c) { return cu::scan_tc_smem_bytes(d.K, c, 2); }), cols) << sms;
+            EXPECT_EQ(cu::scan_columns(d, sms, [&](int c) { return cu::reverse_scan_tc_smem_bytes(d.K, 2, c, 2); }),
                       cols)
                 << sms;
         }
