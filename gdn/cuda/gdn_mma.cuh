@@ -55,6 +55,15 @@
 
 #include "gdn_common.cuh"
 
+// A loop over a warp's tiles or a fragment's registers, unrolled in full: indexed at run time, the
+// accumulators of block_mma would live in local memory (a 384-byte stack frame at MT = 2,
+// NT = 4), and every mma would wait on it.
+#if defined(__CUDA_ARCH__)
+#define KCV_GDN_UNROLL _Pragma("unroll")
+#else
+#define KCV_GDN_UNROLL
+#endif
+
 namespace kcv::gdn::cuda {
 
 #if !defined(KCV_GDN_HOST_EMULATION)
@@ -139,6 +148,7 @@ __device__ __forceinline__ void split_on_grid(float x, float s, uint32_t& hi, ui
 __device__ __forceinline__ void mma_tf32_added(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     mma_tf32(part, a, b);
+    KCV_GDN_UNROLL
     for (int r = 0; r < 4; ++r) acc[r] += part[r];
 }
 
@@ -168,19 +178,26 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
     for (int tile = warp; tile < mtiles * ntiles; tile += warps) {
         const int m0 = (tile / ntiles) * 16 * MT, n0 = (tile % ntiles) * 8 * NT;
         float acc[MT][NT][4], low[MT][NT][4], low2[MT][NT][4];
+        KCV_GDN_UNROLL
         for (int i = 0; i < MT; ++i)
+            KCV_GDN_UNROLL
             for (int j = 0; j < NT; ++j)
+                KCV_GDN_UNROLL
                 for (int r = 0; r < 4; ++r) acc[i][j][r] = low[i][j][r] = low2[i][j][r] = 0.0f;
         // This thread's operand values of one k step. AHEAD: fetched one step ahead, so that the
         // loads of step k0 + 8 (often from global memory) are in flight while step k0 is split and
         // multiplied, at MT·4 + NT·2 more registers (a kernel held to 128 registers spills them).
         auto fetch = [&](int k0, float (&av)[MT][4], float (&bv)[NT][2]) {
+            KCV_GDN_UNROLL
             for (int i = 0; i < MT; ++i)
+                KCV_GDN_UNROLL
                 for (int r = 0; r < 4; ++r) {
                     const int m = m0 + 16 * i + g + (r & 1) * 8, k = k0 + c + (r >> 1) * 4;
                     av[i][r] = m < M && k < Kd ? A(m, k) : 0.0f;
                 }
+            KCV_GDN_UNROLL
             for (int j = 0; j < NT; ++j)
+                KCV_GDN_UNROLL
                 for (int r = 0; r < 2; ++r) {
                     const int n = n0 + 8 * j + g, k = k0 + c + r * 4;
                     bv[j][r] = n < N && k < Kd ? B(k, n) : 0.0f;
@@ -193,25 +210,33 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
             if (!AHEAD) fetch(k0, av, bvs);
             else if (k0 + 8 < Kd) fetch(k0 + 8, av_next, bv_next);
             uint32_t ahi[MT][4], alo[MT][4], alo2[MT][4];
+            KCV_GDN_UNROLL
             for (int i = 0; i < MT; ++i) {
                 if (kPlain) {
+                    KCV_GDN_UNROLL
                     for (int r = 0; r < 4; ++r) ahi[i][r] = operand(AEXACT, av[i][r]);
                 } else {
                     const float s0 = quad_grid(av[i][0], av[i][2]), s1 = quad_grid(av[i][1], av[i][3]);
+                    KCV_GDN_UNROLL
                     for (int r = 0; r < 4; ++r)
                         split_on_grid<AEXACT>(av[i][r], r & 1 ? s1 : s0, ahi[i][r], alo[i][r], alo2[i][r]);
                 }
             }
+            KCV_GDN_UNROLL
             for (int j = 0; j < NT; ++j) {
                 const float* bv = bvs[j];
                 uint32_t bhi[2], blo[2], blo2[2];
                 if (kPlain) {
+                    KCV_GDN_UNROLL
                     for (int r = 0; r < 2; ++r) bhi[r] = operand(BEXACT, bv[r]);
+                    KCV_GDN_UNROLL
                     for (int i = 0; i < MT; ++i) mma_tf32_added(acc[i][j], ahi[i], bhi);
                     continue;
                 }
                 const float s = quad_grid(bv[0], bv[1]);
+                KCV_GDN_UNROLL
                 for (int r = 0; r < 2; ++r) split_on_grid<BEXACT>(bv[r], s, bhi[r], blo[r], blo2[r]);
+                KCV_GDN_UNROLL
                 for (int i = 0; i < MT; ++i) {
                     mma_tf32(low[i][j], alo[i], bhi);
                     if (!AEXACT) mma_tf32(low[i][j], alo2[i], bhi);
@@ -222,14 +247,21 @@ __device__ void block_mma(int M, int N, int Kd, FA A, FB B, FOut out) {
                 }
             }
             if (AHEAD && k0 + 8 < Kd) {
+                KCV_GDN_UNROLL
                 for (int i = 0; i < MT; ++i)
+                    KCV_GDN_UNROLL
                     for (int r = 0; r < 4; ++r) av[i][r] = av_next[i][r];
+                KCV_GDN_UNROLL
                 for (int j = 0; j < NT; ++j)
+                    KCV_GDN_UNROLL
                     for (int r = 0; r < 2; ++r) bvs[j][r] = bv_next[j][r];
             }
         }
+        KCV_GDN_UNROLL
         for (int i = 0; i < MT; ++i)
+            KCV_GDN_UNROLL
             for (int j = 0; j < NT; ++j)
+                KCV_GDN_UNROLL
                 for (int r = 0; r < 4; ++r) {
                     const int m = m0 + 16 * i + g + (r >> 1) * 8, n = n0 + 8 * j + 2 * c + (r & 1);
                     if (m < M && n < N)
