@@ -116,8 +116,8 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
             scan_columns(d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI)); });
         const int rc = with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI)),
-                          "reverse_scan_tc", d, w, ba);
+            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices,
+                          reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI)), "reverse_scan_tc", d, w, ba);
         });
         if (rc) return 1;
     } else {
