@@ -16,10 +16,7 @@ date -u | tee -a "$OUT/device.txt"
 
 if [ ! -x .device/check_gdn_cuda ] || ldd .device/check_gdn_cuda 2>&1 | grep -q "not found"; then
   echo "carried binaries do not load; building here"
-  nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -fmad=false -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
-       -o .device/libkcv_gdn_cuda.so && \
-  nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a gdn/tests/check_gdn_cuda.cu gdn/problem.cpp \
-       gdn/oracle/gdn_oracle.cpp -L.device -lkcv_gdn_cuda -Xlinker -rpath,'$ORIGIN' -o .device/check_gdn_cuda
+  bash bench/gdn_build.sh .device
 fi
 export KCV_GDN_CUDA_LIB=$PWD/.device/libkcv_gdn_cuda.so
 

@@ -4,6 +4,7 @@
 # samples per source line of gdn/cuda (the library is built with line information).
 #
 #   bench/gdn_profile.sh build DIR [NVCC FLAGS...]             the library and the check program in DIR
+#                                                               (bench/gdn_build.sh)
 #   bench/gdn_profile.sh run DIR OUT [MEMBERS] [KERNELS]       profile; OUT/profile.tgz and OUT/summary.txt
 #
 # MEMBERS defaults to gdn,kda and KERNELS to prepare_chunks_tc,chunk_grad_tc (one launch each, the
@@ -17,17 +18,7 @@ what="${1:?build or run}" dir="${2:?a directory}"
 case "$what" in
 build)
     shift 2
-    mkdir -p "$dir"
-    arch=-gencode=arch=compute_90a,code=sm_90a
-    # The flags of gdn/CMakeLists.txt (KCV_GDN_CUDA_FLAGS), with -O3 and line information.
-    nvcc -std=c++20 -O3 "$arch" -fmad=false -lineinfo -Xcompiler -fPIC -shared "$@" gdn/cuda/gdn_api.cu \
-        -o "$dir/libkcv_gdn_cuda.so" &
-    nvcc -std=c++20 -O2 "$arch" -c gdn/tests/check_gdn_cuda.cu -o "$dir/check.o"
-    g++ -std=c++20 -O2 -c gdn/problem.cpp -o "$dir/problem.o"
-    g++ -std=c++20 -O2 -c gdn/oracle/gdn_oracle.cpp -o "$dir/oracle.o"
-    wait
-    nvcc "$arch" "$dir/check.o" "$dir/problem.o" "$dir/oracle.o" -L"$dir" -lkcv_gdn_cuda \
-        -Xlinker -rpath,'$ORIGIN' -o "$dir/check_gdn_cuda"
+    exec bench/gdn_build.sh "$dir" "$@"
     ;;
 run)
     out="${3:?an output directory}" members="${4:-gdn,kda}" kernels="${5:-prepare_chunks_tc,chunk_grad_tc}"

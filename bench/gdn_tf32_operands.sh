@@ -5,7 +5,7 @@
 # with reduced-precision intermediates would. This times both in one run on one GPU (kcv's ops
 # alone, bench/gdn_bench.py), checks both against the float64 oracle, and prints a table.
 #
-#   bench/gdn_tf32_operands.sh build DIR                      both libraries: DIR/split, DIR/tf32 (nvcc)
+#   bench/gdn_tf32_operands.sh build DIR                      both libraries: DIR/split, DIR/tf32 (bench/gdn_build.sh)
 #   bench/gdn_tf32_operands.sh run DIR [MEMBERS] [SHAPES]     time and check both; rows in DIR/*.json
 #
 # MEMBERS defaults to gdn,kda,gla,ssd,la and SHAPES (indices into GDN.md's shapes) to 0. `run`
@@ -20,9 +20,7 @@ build)
         mkdir -p "$dir/$v"
         define=()
         [ "$v" = tf32 ] && define=(-DKCV_GDN_TF32_OPERANDS)
-        # The flags of gdn/CMakeLists.txt (KCV_GDN_CUDA_FLAGS), with -O3.
-        nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -fmad=false -Xcompiler -fPIC -shared \
-            "${define[@]}" gdn/cuda/gdn_api.cu -o "$dir/$v/libkcv_gdn_cuda.so"
+        bench/gdn_build.sh "$dir/$v" "${define[@]}"
     done
     ;;
 run)

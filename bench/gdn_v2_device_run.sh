@@ -25,17 +25,8 @@ cat "$OUT/device.txt"
 
 echo "== 0. build"
 SECONDS=0
-ARCH="-gencode=arch=compute_90a,code=sm_90a"
 {
-  timeout 120 nvcc -std=c++20 -O3 $ARCH -fmad=false -Xptxas -v -Xcompiler -fPIC -shared gdn/cuda/gdn_api.cu \
-       -o "$BUILD/libkcv_gdn_cuda.so" > "$BUILD/lib.log" 2>&1 &
-  timeout 120 nvcc -std=c++20 -O2 $ARCH -c gdn/tests/check_gdn_cuda.cu -o "$BUILD/check.o" > "$BUILD/check.log" 2>&1 &
-  g++ -std=c++20 -O2 -c gdn/problem.cpp -o "$BUILD/problem.o" > "$BUILD/problem.log" 2>&1 &
-  g++ -std=c++20 -O2 -c gdn/oracle/gdn_oracle.cpp -o "$BUILD/oracle.o" > "$BUILD/oracle.log" 2>&1 &
-  wait
-  cat "$BUILD/check.log" "$BUILD/problem.log" "$BUILD/oracle.log"
-  nvcc $ARCH "$BUILD/check.o" "$BUILD/problem.o" "$BUILD/oracle.o" -L"$BUILD" -lkcv_gdn_cuda \
-       -Xlinker -rpath,"$BUILD" -o "$BUILD/check_gdn_cuda"
+  timeout 120 bench/gdn_build.sh "$BUILD" -Xptxas -v > "$BUILD/lib.log" 2>&1
   echo "build exit: $? after ${SECONDS}s"
   echo "-- ptxas, version 2 kernels and every spill:"
   grep -E "error|warning" "$BUILD/lib.log"
