@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     // COLS + 8): 16-byte aligned rows for 16-bit inputs. Rows from L on are stale; every read
     // of them is guarded.
     const int raw_elems = kChunk * (2 * ldr + ldo);
-    TI* const raw_s = reinterpret_cast<TI*>((reinterpret_cast<uintptr_t>(dec_s + K) + 15) & ~uintptr_t(15));
+    TI* const raw_s = aligned16<TI>(dec_s + K);
     const SequenceExtent seq = sequence_extent(d, n);
     const StateSlice dS{dS_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     dS.load(a.dht, n);
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     // stride V + 8 halves puts each fragment load into distinct banks.
     constexpr bool kStaged = GATE != 2;
     const int ldo = V + 8;
-    TI* const dO_s = reinterpret_cast<TI*>((reinterpret_cast<uintptr_t>(G.past) + 15) & ~uintptr_t(15));
+    TI* const dO_s = aligned16<TI>(G.past);
     TI* const v_s = dO_s + kChunk * ldo;
     auto beta_at = [&](int t) { return DELTA ? G.b_s[t] : 0.0f; };
     auto dO_at = [&](int t, int j) {

@@ -476,6 +476,13 @@ __device__ __forceinline__ void async_copies_wait() {
 }
 #endif
 
+// The first 16-byte boundary at or after p, as a T*: where a tile that copy_rows fills by 16-byte
+// copies starts, past the float tiles before it (its size counts 16 bytes of slack).
+template <class T>
+__device__ __forceinline__ T* aligned16(float* p) {
+    return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t(15));
+}
+
 // dst[r·dst_ld + x] = src[r·src_ld + x] for r < rows, x < cols, a block-wide copy of a tile's rows
 // from global into shared memory: 16-byte asynchronous copies where both tiles' rows are 16-byte
 // aligned (then nothing waits until async_copies_wait), element by element in batches otherwise.

@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
     // Raw inputs as they are: K's rows (C×K, stride K + 8) and, without the delta rule, V's slice
     // (C×COLS, stride COLS + 8); 16-byte aligned rows for 16-bit inputs.
     const int ldr = K + 8, ldv = COLS + 8;
-    TI* const kr_s = reinterpret_cast<TI*>((reinterpret_cast<uintptr_t>(dec_s + K) + 15) & ~uintptr_t(15));
+    TI* const kr_s = aligned16<TI>(dec_s + K);
     TI* const vr_s = kr_s + kChunk * ldr;
     const SequenceExtent seq = sequence_extent(d, n);
     const StateSlice S{S_s, ld, K, V, v0, VS, d.HV, hv, COLS};
