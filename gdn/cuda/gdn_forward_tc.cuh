@@ -286,61 +286,82 @@ inline size_t scan_tc_smem_bytes(int K, int cols, size_t elem) {
            elem * kChunk * (K + cols + 16);
 }
 
-// O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ], both operands staged in shared memory first: S₀ and Δ are
-// read once, coalesced, instead of element by element from global memory inside the product
-// (each by every warp whose tiles need it). Row strides K + 4, C + 4 and V + 8 put each fragment
-// load of the product into distinct banks; the values and the order of the sums are as before.
+// O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] for a slice of kOutCols value columns per block, both
+// operands staged in shared memory first: S₀ and Δ are read once, coalesced, instead of element by
+// element from global memory inside the product. A slice of 64 columns holds a block under 113 KiB
+// and 128 registers, so that two share an SM and one block's copies are in flight while the
+// other's product runs (one block of all 128 columns, 152 KiB, waited on its copies alone). Q, the
+// left operand, is read by every slice: without a per-channel gate its raw rows go by
+// asynchronous copies and the product forms q·e^{γ_t} where it reads them; a per-channel gate's
+// Q ⊙ e^γ is formed once into a float tile. Row strides K + 4, K + 8, C + 4 and kOutCols + 8 put
+// each fragment load of the product into distinct banks. Every column's sums are the same at any
+// slice width: the values and the order of the sums are those of one block over all columns.
+constexpr int kOutCols = 64;
+
 template <int GATE, class TI, int KV = 0>
-__global__ void __launch_bounds__(kThreads, 1) chunk_output_tc(Dims sizes, Workspace w, ForwardArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) chunk_output_tc(Dims sizes, Workspace w, ForwardArgs a) {
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
-    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V;
-    const int GK = GATE == 2 ? K : 1, L = c.L;
-    const int ldq = K + 4, ldp = kChunk + 4, ldv = V + 8;
+    const int hv = blockIdx.y, h = hv / d.group, K = d.K, V = d.V, v0 = blockIdx.z * kOutCols;
+    const int VS = min(kOutCols, V - v0), GK = GATE == 2 ? K : 1, L = c.L;
+    const int ldq = K + 4, ldr = K + 8, ldp = kChunk + 4, ldv = kOutCols + 8;
     float* const smem = shared_floats();
-    float* qt_s = smem;                   // C×K: Q ⊙ e^γ, stride K + 4
-    float* P_s = qt_s + kChunk * ldq;     // C×C, stride C + 4
-    float* S_s = P_s + kChunk * ldp;      // K×V: S₀, stride V + 8
-    float* D_s = S_s + K * ldv;           // C×V: Δ (zero past L), stride V + 8
+    float* P_s = smem;                    // C×C, stride C + 4
+    float* S_s = P_s + kChunk * ldp;      // K×VS: S₀'s slice, stride kOutCols + 8
+    float* D_s = S_s + K * ldv;           // C×VS: Δ's slice (zero past L), stride kOutCols + 8
+    float* e_s = D_s + kChunk * ldv;      // C: e^{γ_t} (scalar gate)
+    float* qt_s = e_s + kChunk;           // per-channel gate: C×K, Q ⊙ e^γ, stride K + 4
+    TI* const qr_s = aligned16<TI>(qt_s); // other gates: Q's raw rows (C×K, stride K + 8); rows from L on stale
     const size_t sh = size_t(c.slot) * d.HV + hv;
     const float* gam = w.gamma + sh * kChunk * GK;
-    float* e_s = D_s + kChunk * ldv;      // C: e^{γ_t} (scalar gate)
     const TI* q = static_cast<const TI*>(a.q);
-    // The raw tiles by asynchronous copies, in flight while Q ⊙ e^γ is formed in batches: nearly
-    // half of this kernel's time went to loading one element at a time. A scalar gate's factor is
-    // one exponential per row, taken once (it was taken for every element).
+    const size_t q_at0 = (size_t(c.row0) * d.H + h) * K;
     copy_rows(P_s, ldp, w.P + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
-    copy_rows(S_s, ldv, w.states + sh * K * V, V, K, V);
+    copy_rows(S_s, ldv, w.states + sh * K * V + v0, V, K, VS);
     // Δ is written by the scan only for rows < L.
-    copy_rows(D_s, ldv, w.delta + sh * kChunk * V, V, L, V);
-    for (int e = L * V + threadIdx.x; e < kChunk * V; e += blockDim.x) D_s[(e / V) * ldv + e % V] = 0.0f;
-    if (GATE == 1) {
-        for (int t = threadIdx.x; t < L; t += blockDim.x) e_s[t] = exp_rn(gam[t]);
-        __syncthreads();
+    copy_rows(D_s, ldv, w.delta + sh * kChunk * V + v0, V, L, VS);
+    for (int e = L * VS + threadIdx.x; e < kChunk * VS; e += blockDim.x) D_s[(e / VS) * ldv + e % VS] = 0.0f;
+    if constexpr (GATE == 2) {
+        copy_batched(
+            kChunk * K,
+            [&](int e) {
+                const int t = e / K, i = e % K;
+                if (t >= L) return 0.0f;
+                return to_float(q[q_at0 + size_t(t) * d.H * K + i]) * exp_rn(gamma_at<GATE>(gam, t, i, K));
+            },
+            [&](int e, float x) { qt_s[(e / K) * ldq + e % K] = x; });
+    } else {
+        copy_rows(qr_s, ldr, q + q_at0, size_t(d.H) * K, L, K);
+        // A scalar gate's factor, one exponential per row.
+        if (GATE == 1)
+            for (int t = threadIdx.x; t < L; t += blockDim.x) e_s[t] = exp_rn(gam[t]);
     }
-    copy_batched(
-        kChunk * K,
-        [&](int e) {
-            const int t = e / K, i = e % K;
-            if (t >= L) return 0.0f;
-            const float factor = GATE == 0 ? 1.0f : GATE == 1 ? e_s[t] : exp_rn(gamma_at<GATE>(gam, t, i, K));
-            return to_float(q[(size_t(c.row0 + t) * d.H + h) * K + i]) * factor;
-        },
-        [&](int e, float x) { qt_s[(e / K) * ldq + e % K] = x; });
     async_copies_wait();
     __syncthreads();
+    // Q ⊙ e^γ as the product reads it (rows t < L): the same product of the same two floats as
+    // the per-channel gate's tile holds.
+    auto qt_at = [&](int t, int i) {
+        if constexpr (GATE == 2) return qt_s[t * ldq + i];
+        else if constexpr (GATE == 1) return to_float(qr_s[t * ldr + i]) * e_s[t];
+        else return to_float(qr_s[t * ldr + i]);
+    };
     TI* o = static_cast<TI*>(a.o);
     // Columns x < K of the left operand are Q ⊙ e^γ against rows of S₀; columns K + s are
     // tril(P) against the rows of Δ.
-    block_mma<4, false, false, 2>(
-        L, V, K + kChunk, [&](int t, int x) { return x < K ? qt_s[t * ldq + x] : P_s[t * ldp + x - K]; },
+    block_mma<4, false, false>(
+        L, VS, K + kChunk, [&](int t, int x) { return x < K ? qt_at(t, x) : P_s[t * ldp + x - K]; },
         [&](int x, int j) { return x < K ? S_s[x * ldv + j] : D_s[(x - K) * ldv + j]; },
-        [&](int t, int j, float acc) { o[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(d.scale * acc); });
+        [&](int t, int j, float acc) {
+            o[(size_t(c.row0 + t) * d.HV + hv) * V + v0 + j] = from_float<TI>(d.scale * acc);
+        });
 }
 
-inline size_t output_tc_smem_bytes(int K, int V) {
-    return sizeof(float) * (size_t(kChunk) * (K + 4) + kChunk * (kChunk + 4) + size_t(K + kChunk) * (V + 8) + kChunk);
+// elem: the size of an input value (Q's rows are staged raw without a per-channel gate).
+inline size_t output_tc_smem_bytes(int K, int gate, size_t elem) {
+    const size_t ldv = kOutCols + 8;
+    const size_t q = gate == 2 ? sizeof(float) * kChunk * (K + 4) : 16 + elem * kChunk * (K + 8);
+    return sizeof(float) * (size_t(kChunk) * (kChunk + 4) + size_t(K + kChunk) * ldv + kChunk) + q;
 }
 
 }  // namespace kcv::gdn::cuda

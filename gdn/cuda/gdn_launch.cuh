@@ -95,12 +95,13 @@ int forward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     layout_workspace(d, false, GATE, p.workspace, w);
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, p.o, p.ht};
     if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa)) return 1;
-    const dim3 chunks(d.slots, d.HV);
-    if constexpr (VERSION == 2)
-        return launch(chunk_output_tc<GATE, TI, KV>, chunks, output_tc_smem_bytes(d.K, d.V), "chunk_output_tc", d, w,
-                      fa);
-    else
-        return launch(chunk_output<GATE, TI>, chunks, output_smem_bytes(d.K), "chunk_output", d, w, fa);
+    if constexpr (VERSION == 2) {
+        const dim3 slices(d.slots, d.HV, (d.V + kOutCols - 1) / kOutCols);
+        return launch(chunk_output_tc<GATE, TI, KV>, slices, output_tc_smem_bytes(d.K, GATE, sizeof(TI)),
+                      "chunk_output_tc", d, w, fa);
+    } else {
+        return launch(chunk_output<GATE, TI>, dim3(d.slots, d.HV), output_smem_bytes(d.K), "chunk_output", d, w, fa);
+    }
 }
 
 template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
