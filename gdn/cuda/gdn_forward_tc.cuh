@@ -292,8 +292,8 @@ inline size_t scan_tc_smem_bytes(int K, int cols, size_t elem) {
 // and 128 registers, so that two share an SM and one block's copies are in flight while the
 // other's product runs (one block of all 128 columns, 152 KiB, waited on its copies alone). Q, the
 // left operand, is read by every slice: without a per-channel gate its raw rows go by
-// asynchronous copies and the product forms q·e^{γ_t} where it reads them; a per-channel gate's
-// Q ⊙ e^γ is formed once into a float tile. Row strides K + 4, K + 8, C + 4 and kOutCols + 8 put
+// asynchronous copies and the product forms q·e^{γ_t} where it reads them; each slice forms a
+// per-channel gate's Q ⊙ e^γ into a float tile. Row strides K + 4, K + 8, C + 4 and kOutCols + 8 put
 // each fragment load of the product into distinct banks. Every column's sums are the same at any
 // slice width: the values and the order of the sums are those of one block over all columns.
 constexpr int kOutCols = 64;
