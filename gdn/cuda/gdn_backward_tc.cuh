@@ -291,11 +291,21 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
                 G.dgam_s[e] -= G.k_s[e] * kdecay(t, i0) * G.s_dkt[e];
             } else {
                 const float et = exp_rn(gm(t, 0)), kd = kdecay(t, 0);
+                const float *qs = G.q_s + t * K, *ks = G.k_s + t * K;
+                const float *dqt = G.s_dqt + t * K, *dkt = G.s_dkt + t * K;
+                auto term = [&](float q, float k, float dq, float dk) {
+                    const float qt = q * et, kt = k * kd;
+                    return double(qt) * dq - double(kt) * dk;
+                };
                 double acc = 0.0;
-                for (int i = 0; i < K; ++i) {
-                    const float qt = G.q_s[t * K + i] * et;
-                    const float kt = G.k_s[t * K + i] * kd;
-                    acc += double(qt) * G.s_dqt[t * K + i] - double(kt) * G.s_dkt[t * K + i];
+                if (K % 4 == 0 && aligned_for_load4(qs, ks, dqt, dkt)) {   // the same terms, same order
+#pragma unroll 4
+                    for (int i = 0; i < K; i += 4) {
+                        const Floats4 q4 = load4(qs + i), k4 = load4(ks + i), a4 = load4(dqt + i), b4 = load4(dkt + i);
+                        for (int u = 0; u < 4; ++u) acc += term(q4.x[u], k4.x[u], a4.x[u], b4.x[u]);
+                    }
+                } else {
+                    for (int i = 0; i < K; ++i) acc += term(qs[i], ks[i], dqt[i], dkt[i]);
                 }
                 G.dgam_s[e] += float(acc);
             }
@@ -308,7 +318,16 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         for (int i = nt - 1 - tid; i < K; i += nt) {
             double kk = 0.0, ss = 0.0;
             for (int t = 0; t < L; ++t) kk += double(G.k_s[t * K + i] * kdecay(t, i)) * G.s_dkt[t * K + i];
-            for (int j = 0; j < V; ++j) ss += double(G.dS[i * V + j]) * G.S0[i * V + j];
+            const float *dSi = G.dS + size_t(i) * V, *S0i = G.S0 + size_t(i) * V;
+            if (V % 4 == 0 && aligned_for_load4(dSi, S0i)) {   // as above: row i is this thread's alone
+#pragma unroll 4
+                for (int j = 0; j < V; j += 4) {
+                    const Floats4 a4 = load4(dSi + j), b4 = load4(S0i + j);
+                    for (int u = 0; u < 4; ++u) ss += double(a4.x[u]) * b4.x[u];
+                }
+            } else {
+                for (int j = 0; j < V; ++j) ss += double(dSi[j]) * S0i[j];
+            }
             dend[i] = kk + double(exp_rn(gm(L - 1, i))) * ss;
         }
         __syncthreads();

@@ -476,6 +476,31 @@ __device__ __forceinline__ void async_copies_wait() {
 }
 #endif
 
+// Four consecutive floats from a 16-byte aligned address, one 16-byte load on the GPU: a thread
+// that walks a row of its own (the other threads' rows a row's length apart, so no two of a
+// warp's loads share a memory transaction) then makes a quarter of the requests for the same
+// values.
+struct Floats4 {
+    float x[4];
+};
+// Whether load4 may read at every one of these addresses (a caller's workspace need not be aligned).
+template <class... P>
+__device__ __forceinline__ bool aligned_for_load4(const P*... p) {
+    return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
+#if defined(KCV_GDN_HOST_EMULATION)
+inline Floats4 load4(const float* p) {
+    Floats4 f;
+    std::memcpy(f.x, p, sizeof f.x);
+    return f;
+}
+#else
+__device__ __forceinline__ Floats4 load4(const float* p) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    return {{v.x, v.y, v.z, v.w}};
+}
+#endif
+
 // The first 16-byte boundary at or after p, as a T*: where a tile that copy_rows fills by 16-byte
 // copies starts, past the float tiles before it (its size counts 16 bytes of slack).
 template <class T>

@@ -232,7 +232,7 @@ TEST(GdnCudaEmulated, StrongDecayAgreesWithOracle) {
 // Version 2 (tensor cores) on float32 inputs, every operand split into TF32 parts, the mma's sums
 // truncated as the emulation models the hardware: the same error bound as the float32 FMA of
 // version 1, on the shapes that exercise partial tiles (K = 8, V = 20), partial
-// chunks, varlen and strong decay.
+// chunks, varlen, strong decay and head sizes that are not multiples of four.
 TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
     uint32_t seed = 1000;
     for (Member m : kcv::gdn::all_members()) {
@@ -242,6 +242,8 @@ TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
         run_case({n + "/varlen-long-and-partial", m, long_and_partial()}, ++seed, 2);
         if (m.gate != GateKind::none)
             run_case({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0}, ++seed, 2);
+        // K and V not multiples of four: rows that 16-byte loads and copies cannot take whole.
+        run_case({n + "/odd-head-sizes", m, Shape{1, 70, 1, 2, 6, 10, {}}}, ++seed, 2);
     }
 }
 
