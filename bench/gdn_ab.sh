@@ -3,7 +3,9 @@
 # check program linked against it (bench/gdn_profile.sh build DIR), run in turn ROUNDS times with
 # --time-v2 (every member at B4 T4096 H32, bf16, medians of 20 runs by CUDA events). Prints every
 # round, then per member and build the median over rounds, forward and forward+backward, and its
-# ratio to the first build's.
+# ratio to the first build's. A "+kept" row (the backward reading the forward's kept chunk
+# preparation) is divided by the first build's own "+kept" row, or by its plain row where the
+# first build has none.
 #
 #   ROUNDS=3 bench/gdn_ab.sh DIR_A DIR_B [DIR_C ...]        ROUNDS defaults to 3
 set -euo pipefail
@@ -28,9 +30,14 @@ ref = builds[0]
 print("| member | build | fwd ms | ÷ " + ref + " | fwd+bwd ms | ÷ " + ref + " |")
 print("|---|---|---|---|---|---|")
 for member in dict.fromkeys(m for _, m in t):
-    f0 = statistics.median(x[0] for x in t[(ref, member)])
-    b0 = statistics.median(x[1] for x in t[(ref, member)])
+    base = member if (ref, member) in t else member.removesuffix("+kept")
+    if (ref, base) not in t:
+        continue
+    f0 = statistics.median(x[0] for x in t[(ref, base)])
+    b0 = statistics.median(x[1] for x in t[(ref, base)])
     for b in builds:
+        if (b, member) not in t:
+            continue
         f = statistics.median(x[0] for x in t[(b, member)])
         fb = statistics.median(x[1] for x in t[(b, member)])
         print(f"| {member} | {b} | {f:.3f} | {f / f0:.3f} | {fb:.3f} | {fb / b0:.3f} |")

@@ -102,6 +102,9 @@ int run(const kcv_gdn_params* p, void* stream, bool backward) {
     if (p->workspace_bytes < kcv_gdn_workspace_bytes(p, backward ? 1 : 0))
         return fail("workspace too small: " + std::to_string(p->workspace_bytes) + " bytes, needs " +
                     std::to_string(kcv_gdn_workspace_bytes(p, backward ? 1 : 0)));
+    if (p->prepared && p->prepared_bytes < kcv_gdn_prepared_bytes(p))
+        return fail("prepared buffer too small: " + std::to_string(p->prepared_bytes) + " bytes, needs " +
+                    std::to_string(kcv_gdn_prepared_bytes(p)));
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     switch (p->dtype) {
         case 0: return dispatch<float>(*p, s, backward);
@@ -119,7 +122,13 @@ extern "C" {
 size_t kcv_gdn_workspace_bytes(const kcv_gdn_params* p, int backward) {
     using namespace kcv::gdn::cuda;
     Workspace w{};
-    return layout_workspace(make_dims(*p), backward != 0, p->gate, nullptr, w);
+    return layout_workspace(make_dims(*p), backward != 0, p->gate, p->delta != 0, nullptr, w, p->prepared != nullptr);
+}
+
+size_t kcv_gdn_prepared_bytes(const kcv_gdn_params* p) {
+    using namespace kcv::gdn::cuda;
+    Workspace w{};
+    return layout_prepared(make_dims(*p), p->gate, p->delta != 0, nullptr, w);
 }
 
 int kcv_gdn_forward(const kcv_gdn_params* p, void* stream) { return kcv::gdn::cuda::run(p, stream, false); }

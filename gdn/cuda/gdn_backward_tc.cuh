@@ -202,8 +202,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     const float scale = d.scale;
     const size_t sh = size_t(c.slot) * d.HV + hv;
     const GradTiles G = grad_tiles<GATE>(w, sh, K, V);
-    // Tᵀ dΔ for dβ, in U's slot: the backward never reads U (only the forward's scan does).
-    float* s_dvt = w.U + sh * kChunk * V;
+    // Tᵀ dΔ for dβ, in U's slot unless the preparation is kept apart: the backward never reads U
+    // (only the forward's scan does).
+    float* s_dvt = DELTA ? w.dvt + sh * kChunk * V : nullptr;
     const TI* dO = static_cast<const TI*>(a.d_o);
     const TI* v = static_cast<const TI*>(a.fwd.v);
     // dO and V as raw 16-bit values in shared memory past G's tiles, rows from L on zero, where

@@ -180,14 +180,19 @@ struct Workspace {
     float* scratch;   // [slots][HV][kScratch][C][K]
     float* dq_heads;  // [B*T][HV][K]        dq, dk per value head before the group sum
     float* dk_heads;
+    float* dvt;       // [slots][HV][C][V]   Tᵀ dΔ for dβ (delta): U's slot, or its own where the
+                      //                     preparation is kept apart (which a backward only reads)
     int* chunk_offsets;   // [N + 1]
 };
 constexpr int kScratch = 8;   // dq̃, dk̃, dW, dR̃, dq, dk, and the anchored factors (see gdn_backward.cuh)
 
 inline size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
-// Lays the workspace out from `base` (null: only counts); returns the bytes used.
-inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* base, Workspace& w) {
+// The chunk preparation's arrays (γ, e^{γ_C − γ} and P; T, W and U for the delta rule), which
+// prepare_chunks writes and nothing else does, laid out from `base` (null: only counts); returns
+// the bytes used. A forward can write them apart from the rest of the workspace and a backward of
+// the same inputs read them there instead of preparing the chunks again (kcv_gdn_params.prepared).
+inline size_t layout_prepared(const Dims& d, int gate, bool delta, void* base, Workspace& w) {
     size_t off = 0;
     auto take = [&](size_t floats) {
         float* p = base ? reinterpret_cast<float*>(static_cast<char*>(base) + off) : nullptr;
@@ -199,9 +204,25 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* bas
     w.gamma = take(sh * kChunk * GK);
     w.to_end = take(sh * kChunk * GK);
     w.P = take(sh * kChunk * kChunk);
-    w.Tm = take(sh * kChunk * kChunk);
-    w.W = take(sh * kChunk * d.K);
-    w.U = take(sh * kChunk * d.V);
+    w.Tm = delta ? take(sh * kChunk * kChunk) : nullptr;
+    w.W = delta ? take(sh * kChunk * d.K) : nullptr;
+    w.U = delta ? take(sh * kChunk * d.V) : nullptr;
+    return off;
+}
+
+// Lays the workspace out from `base` (null: only counts); returns the bytes used. apart: the
+// preparation's arrays are not in it (layout_prepared lays them out elsewhere, and leaves w's
+// pointers to them as they were).
+inline size_t layout_workspace(const Dims& d, bool backward, int gate, bool delta, void* base, Workspace& w,
+                               bool apart = false) {
+    size_t off = 0;
+    if (!apart) off = layout_prepared(d, gate, delta, base, w);
+    auto take = [&](size_t floats) {
+        float* p = base ? reinterpret_cast<float*>(static_cast<char*>(base) + off) : nullptr;
+        off += align_up(floats * sizeof(float));
+        return p;
+    };
+    const size_t sh = size_t(d.slots) * d.HV;
     w.delta = take(sh * kChunk * d.V);
     w.states = take(sh * size_t(d.K) * d.V);
     if (backward) {
@@ -210,8 +231,9 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, void* bas
         w.scratch = take(sh * kScratch * kChunk * d.K);
         w.dq_heads = take(size_t(d.B) * d.T * d.HV * d.K);
         w.dk_heads = take(size_t(d.B) * d.T * d.HV * d.K);
+        w.dvt = !delta ? nullptr : apart ? take(sh * kChunk * d.V) : w.U;
     } else {
-        w.dstates = w.ddelta = w.scratch = w.dq_heads = w.dk_heads = nullptr;
+        w.dstates = w.ddelta = w.scratch = w.dq_heads = w.dk_heads = w.dvt = nullptr;
     }
     float* offsets = take(size_t(d.N) + 1);
     w.chunk_offsets = reinterpret_cast<int*>(offsets);

@@ -58,9 +58,19 @@ typedef struct kcv_gdn_params {
     /* scratch, device memory of at least kcv_gdn_workspace_bytes */
     void* workspace;
     size_t workspace_bytes;
+    /* NULL, or device memory of at least kcv_gdn_prepared_bytes for the chunk preparation (the
+       decays, the intra-chunk scores and, for the delta rule, T, W and U), kept apart from the
+       workspace. A forward writes it; a backward reads it and does not prepare the chunks again,
+       so it must be what a forward of the same inputs left there. The backward never writes it:
+       one forward's preparation serves any number of backwards. */
+    void* prepared;
+    size_t prepared_bytes;
 } kcv_gdn_params;
 
+/* Bytes of the workspace of a forward or a backward (less where p->prepared is set), and of the
+   preparation kept apart. */
 size_t kcv_gdn_workspace_bytes(const kcv_gdn_params* p, int backward);
+size_t kcv_gdn_prepared_bytes(const kcv_gdn_params* p);
 /* 0 on success; otherwise kcv_gdn_last_error() says why (bad arguments or a failed launch). */
 int kcv_gdn_forward(const kcv_gdn_params* p, void* stream);
 int kcv_gdn_backward(const kcv_gdn_params* p, void* stream);

@@ -58,22 +58,39 @@ int with_columns(int cols, F&& f) {
     return f.template operator()<16>();
 }
 
-// The chunk preparation and the state scan, shared by the forward and the backward. KV > 0: the
-// version 2 kernels with K = V = KV fixed at compile time (with_head_size, gdn_common.cuh).
+// The workspace of p, with the chunk preparation's arrays in p.prepared where the caller keeps
+// them apart (gdn_cuda.h).
+template <int GATE, bool DELTA>
+Workspace workspace_of(const kcv_gdn_params& p, const Dims& d, bool backward) {
+    Workspace w{};
+    const bool apart = p.prepared != nullptr;
+    if (apart) layout_prepared(d, GATE, DELTA, p.prepared, w);
+    layout_workspace(d, backward, GATE, DELTA, p.workspace, w, apart);
+    return w;
+}
+
+// The chunk preparation and the state scan, shared by the forward and the backward; prepared: the
+// preparation's arrays already hold this problem's (a backward given a forward's p.prepared), so
+// only the scan runs. KV > 0: the version 2 kernels with K = V = KV fixed at compile time
+// (with_head_size, gdn_common.cuh).
 template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
-int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspace& w, const ForwardArgs& fa) {
+int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspace& w, const ForwardArgs& fa,
+                     bool prepared = false) {
     if (p.cu_seqlens) {
         if (launch(chunk_offsets_kernel, dim3(1), 0, "chunk_offsets", p.cu_seqlens, d.N, w.chunk_offsets)) return 1;
         d.chunk_offsets = w.chunk_offsets;
     }
     const dim3 chunks(d.slots, d.HV);
-    if constexpr (VERSION == 2) {
-        if (launch(prepare_chunks_tc<GATE, DELTA, TI, KV>, chunks, prepare_tc_smem_bytes(d.K, GATE), "prepare_chunks_tc", d,
-                   w, fa))
-            return 1;
-    } else {
-        if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, prepare_smem_bytes(d.K, GATE), "prepare_chunks", d, w, fa))
-            return 1;
+    if (!prepared) {
+        if constexpr (VERSION == 2) {
+            if (launch(prepare_chunks_tc<GATE, DELTA, TI, KV>, chunks, prepare_tc_smem_bytes(d.K, GATE),
+                       "prepare_chunks_tc", d, w, fa))
+                return 1;
+        } else {
+            if (launch(prepare_chunks<GATE, DELTA, TI>, chunks, prepare_smem_bytes(d.K, GATE), "prepare_chunks", d, w,
+                       fa))
+                return 1;
+        }
     }
     if constexpr (VERSION == 2) {
         const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
@@ -91,8 +108,7 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
 template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
 int forward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     Dims d = make_dims(p);
-    Workspace w{};
-    layout_workspace(d, false, GATE, p.workspace, w);
+    Workspace w = workspace_of<GATE, DELTA>(p, d, false);
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, p.o, p.ht};
     if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa)) return 1;
     if constexpr (VERSION == 2) {
@@ -107,10 +123,9 @@ int forward_sequence(Launcher& launch, const kcv_gdn_params& p) {
 template <int GATE, bool DELTA, class TI, int VERSION, int KV, class Launcher>
 int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     Dims d = make_dims(p);
-    Workspace w{};
-    layout_workspace(d, true, GATE, p.workspace, w);
+    Workspace w = workspace_of<GATE, DELTA>(p, d, true);
     const ForwardArgs fa{p.q, p.k, p.v, p.g, p.beta, p.h0, nullptr, nullptr};
-    if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa)) return 1;
+    if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa, p.prepared != nullptr)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
     if constexpr (VERSION == 2) {
         const int cols =

@@ -8,6 +8,7 @@
 #error "host_run.hpp runs the kernels under host emulation: define KCV_GDN_HOST_EMULATION before including it"
 #endif
 
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace kcv::gdn::cuda::emulation {
 // written.
 struct RunOutputs {
     std::vector<float> o, ht, dq, dk, dv, dg, dbeta, dh0;
+    bool backward_wrote_prepared = false;   // with the preparation kept apart: a byte of it changed
     explicit RunOutputs(const Problem& p) {
         const Shape& s = p.shape;
         const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -46,10 +48,13 @@ struct RunInputs {
 // 16-bit outputs (o, dq, dk, dv, dbeta) come back widened to float32. FIXED: version 2 takes the
 // kernels compiled for K = V = FIXED when the problem has those sizes, as the GPU library does for
 // kMaxDim (gdn_api.cu); 0 reads the sizes at run time everywhere. `launched`, when given, receives
-// the address of every kernel launched.
+// the address of every kernel launched. apart: the forward writes the chunk preparation into a
+// buffer of its own (kcv_gdn_params.prepared) and the backward reads it there, on a workspace set to
+// NaN again in between, as a framework would run them (nothing else of the forward's workspace
+// survives); out.backward_wrote_prepared says whether the backward changed that buffer.
 template <int FIXED = kMaxDim>
 int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132, int dtype = 0,
-               std::vector<const void*>* launched = nullptr) {
+               std::vector<const void*>* launched = nullptr, bool apart = false) {
     auto run = [&]<class TI>() {
         const Shape& s = p.shape;
         // The tensors of dtype TI: converted copies of the 16-bit inputs, buffers for the outputs.
@@ -76,9 +81,16 @@ int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& o
         kp.h0 = in.h0; kp.d_o = d_o.data(); kp.dht = in.dht;
         kp.o = o.data(); kp.ht = out.ht.data(); kp.dq = dq.data(); kp.dk = dk.data();
         kp.dv = dv.data(); kp.dg = out.dg.data(); kp.dbeta = dbeta.data(); kp.dh0 = out.dh0.data();
+        const float fnan = std::numeric_limits<float>::quiet_NaN();
         Workspace layout{};
-        std::vector<float> ws(layout_workspace(make_dims(kp), true, kp.gate, nullptr, layout) / sizeof(float) + 64,
-                              std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> prepared;
+        if (apart) {
+            prepared.assign(layout_prepared(make_dims(kp), kp.gate, kp.delta, nullptr, layout) / sizeof(float) + 64, fnan);
+            kp.prepared = prepared.data();
+            kp.prepared_bytes = prepared.size() * sizeof(float);
+        }
+        std::vector<float> ws(
+            layout_workspace(make_dims(kp), true, kp.gate, kp.delta, nullptr, layout, apart) / sizeof(float) + 64, fnan);
         kp.workspace = ws.data();
         kp.workspace_bytes = ws.size() * sizeof(float);
         HostLauncher launch;
@@ -87,11 +99,19 @@ int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& o
         // Outputs never written stay NaN, as out's own do.
         const TI nan = from_float<TI>(std::numeric_limits<float>::quiet_NaN());
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);
+        std::vector<float> after_forward;
         for (bool backward : {false, true}) {
+            if (backward && apart) {
+                std::fill(ws.begin(), ws.end(), fnan);
+                after_forward = prepared;
+            }
             const int rc = version == 2 ? launch_member<TI, 2, FIXED>(launch, kp, backward)
                                         : launch_member<TI, 1>(launch, kp, backward);
             if (rc != 0) return rc;
         }
+        // Bytes, not values: NaN never equals itself.
+        out.backward_wrote_prepared =
+            apart && std::memcmp(after_forward.data(), prepared.data(), prepared.size() * sizeof(float)) != 0;
         auto widen = [](const std::vector<TI>& x, std::vector<float>& y) {
             for (size_t i = 0; i < x.size(); ++i) y[i] = to_float(x[i]);
         };

@@ -307,6 +307,43 @@ bool run_case(const Case& c, uint32_t seed) {
             return false;
         }
     }
+    // A third run as training runs the kernels: the forward keeps the chunk preparation apart and
+    // the backward reads it there, on a workspace poisoned again in between. The same bits, and the
+    // backward leaves the preparation as the forward wrote it.
+    {
+        kcv_gdn_params pk = p;
+        Buffer prepared(kcv_gdn_prepared_bytes(&pk));
+        pk.prepared = prepared.p;
+        pk.prepared_bytes = prepared.bytes;
+        Buffer kws(kcv_gdn_workspace_bytes(&pk, 1));
+        pk.workspace = kws.p;
+        pk.workspace_bytes = kws.bytes;
+        for (Buffer* b : outs) b->poison(0x5A);
+        prepared.poison(0x7F);
+        kws.poison(0x7F);
+        if (kcv_gdn_forward(&pk, nullptr)) {
+            std::printf("FAIL %-28s %s: %s\n", c.name.c_str(), dtype_name(dt), kcv_gdn_last_error());
+            return false;
+        }
+        CHECK_CUDA(cudaDeviceSynchronize());
+        const std::vector<uint8_t> kept = prepared.download();
+        kws.poison(0xA5);
+        if (kcv_gdn_backward(&pk, nullptr)) {
+            std::printf("FAIL %-28s %s: %s\n", c.name.c_str(), dtype_name(dt), kcv_gdn_last_error());
+            return false;
+        }
+        CHECK_CUDA(cudaDeviceSynchronize());
+        std::vector<std::vector<uint8_t>> got;
+        for (size_t i = 0; i < outs.size(); ++i) got.push_back(written[i] ? outs[i]->download() : std::vector<uint8_t>{});
+        if (got != first) {
+            std::printf("FAIL %-28s %s: a backward on the kept preparation differs\n", c.name.c_str(), dtype_name(dt));
+            return false;
+        }
+        if (prepared.download() != kept) {
+            std::printf("FAIL %-28s %s: the backward wrote the kept preparation\n", c.name.c_str(), dtype_name(dt));
+            return false;
+        }
+    }
 
     // Reference.
     std::vector<double> ro(s.v_size()), ros(s.v_size()), rht(s.state_size()), rhts(s.state_size());
@@ -353,7 +390,7 @@ bool run_case(const Case& c, uint32_t seed) {
     for (const auto& b : first)
         digest = digest * 1000003u ^ std::hash<std::string_view>{}({reinterpret_cast<const char*>(b.data()), b.size()});
     const char* version = dt == 0 || reference_kernels() ? "v1" : "v2";
-    std::printf("%s %-30s %-4s %s det=bitwise %s digest=%016zx\n", ok ? "ok  " : "FAIL", c.name.c_str(),
+    std::printf("%s %-30s %-4s %s det=bitwise kept=bitwise %s digest=%016zx\n", ok ? "ok  " : "FAIL", c.name.c_str(),
                 dtype_name(dt), version, line.c_str(), digest);
     return ok;
 }
@@ -410,8 +447,22 @@ Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
         kcv_gdn_backward(&p, nullptr);
     }, reps);
     const char* err = cudaGetErrorString(cudaGetLastError());
+    const char* version = reference_kernels() ? "v1" : "v2";
     std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
-                kcv::gdn::member_name(m), B, T, H, HV, reference_kernels() ? "v1" : "v2", f, fb, err);
+                kcv::gdn::member_name(m), B, T, H, HV, version, f, fb, err);
+    // As training runs them: the forward keeps the chunk preparation apart and the backward reads
+    // it (the row's name gains "+kept").
+    kcv_gdn_params pk = p;
+    Buffer prepared(kcv_gdn_prepared_bytes(&pk));
+    pk.prepared = prepared.p;
+    pk.prepared_bytes = prepared.bytes;
+    const float fk = time_ms([&] { kcv_gdn_forward(&pk, nullptr); }, reps);
+    const float fbk = time_ms([&] {
+        kcv_gdn_forward(&pk, nullptr);
+        kcv_gdn_backward(&pk, nullptr);
+    }, reps);
+    std::printf("time %s+kept B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
+                kcv::gdn::member_name(m), B, T, H, HV, version, fk, fbk, cudaGetErrorString(cudaGetLastError()));
     std::fflush(stdout);
     return {f, fb};
 }

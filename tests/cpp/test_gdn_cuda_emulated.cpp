@@ -79,12 +79,12 @@ using Outputs = cu::emulation::RunOutputs;
 // the same, FixedHeadSizeKernelsGiveTheSameBits). FIXED, dtype and launched as run_member's.
 template <int FIXED = 16>
 Outputs run_kernels(const Case& c, const Inputs& in, int version = 1, int sms = 132, int dtype = 0,
-                    std::vector<const void*>* launched = nullptr) {
+                    std::vector<const void*>* launched = nullptr, bool apart = false) {
     const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
     Outputs out(p);
     const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
                                       c.h0 ? in.h0.data() : nullptr, in.d_o.data(), c.dht ? in.dht.data() : nullptr};
-    EXPECT_EQ(cu::emulation::run_member<FIXED>(p, ri, version, out, sms, dtype, launched), 0)
+    EXPECT_EQ(cu::emulation::run_member<FIXED>(p, ri, version, out, sms, dtype, launched, apart), 0)
         << c.name << ": a launch sequence failed";
     return out;
 }
@@ -376,6 +376,33 @@ TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
                     EXPECT_EQ(std::count(launched.begin(), launched.end(), square ? grad0 : grad16), 0) << c.name;
                 }
                 EXPECT_TRUE(all_finite(fixed.o)) << c.name << ": an output left unwritten";
+            }
+        }
+    }
+}
+
+// A backward that reads the chunk preparation a forward kept apart (kcv_gdn_params.prepared)
+// instead of preparing the chunks again: the same bits as one that prepares them, on a workspace
+// that holds nothing of the forward's, and the preparation untouched, so that one forward serves
+// any number of backwards. Both versions, float32 and bf16 inputs, varlen with partial chunks.
+TEST(GdnCudaEmulated, KeptPreparationGivesTheSameBits) {
+    uint32_t seed = 1500;
+    for (Member m : kcv::gdn::all_members()) {
+        for (const Shape& shape : {Shape{1, 70, 1, 2, 16, 16, {0, 1, 70}}, Shape{2, 20, 2, 2, 8, 20, {}}}) {
+            const Case c{std::string(kcv::gdn::member_name(m)) + "/T" + std::to_string(shape.T), m, shape};
+            const Inputs in = draw(c, ++seed);
+            for (auto [version, dtype] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{2, 1}}) {
+                const std::string what = c.name + " v" + std::to_string(version) + " dtype " + std::to_string(dtype);
+                const Outputs together = run_kernels(c, in, version, 132, dtype);
+                const Outputs apart = run_kernels(c, in, version, 132, dtype, nullptr, true);
+                expect_same_bits(together, apart, what);
+                EXPECT_FALSE(apart.backward_wrote_prepared) << what << ": the backward wrote the kept preparation";
+                // dg and dbeta only where the member has a gate and a β; the rest stay NaN.
+                std::vector<const std::vector<float>*> written = {&apart.o,  &apart.ht, &apart.dq,
+                                                                  &apart.dk, &apart.dv, &apart.dh0};
+                if (m.gate != GateKind::none) written.push_back(&apart.dg);
+                if (m.delta) written.push_back(&apart.dbeta);
+                for (const auto* x : written) EXPECT_TRUE(all_finite(*x)) << what << ": an output left unwritten";
             }
         }
     }
