@@ -35,7 +35,7 @@ def make_inputs(member, *, B=1, T=11, H=1, HV=2, K=4, V=3, dtype=torch.float32, 
     return {n: (None if t is None else t.to(device)) for n, t in x.items()}
 
 
-def run_op(member, x, dtype, cu_seqlens=None):
+def run_op(member, x, dtype, cu_seqlens=None, keep_preparation=None):
     """The public function on copies in the kernel dtypes, with gradients enabled."""
     leaf = {}
     for name, t in x.items():
@@ -45,7 +45,8 @@ def run_op(member, x, dtype, cu_seqlens=None):
         kind = dtype if name in ("q", "k", "v", "beta") else torch.float32
         leaf[name] = t.to(kind).detach().requires_grad_(True)
     o, ht = gdn.recurrence(leaf["q"], leaf["k"], leaf["v"], leaf["g"], leaf["beta"], member=member,
-                           initial_state=leaf["h0"], output_final_state=True, cu_seqlens=cu_seqlens)
+                           initial_state=leaf["h0"], output_final_state=True, cu_seqlens=cu_seqlens,
+                           keep_preparation=keep_preparation)
     return leaf, o, ht
 
 
@@ -83,13 +84,17 @@ def test_cpu_op_and_its_gradients_match_float64_autograd(member, varlen):
         assert_close(f"d{name}", leaf[name].grad, want, 1e-4)
 
 
-def test_opcheck_forward_and_backward():
+@pytest.mark.parametrize("keep", [False, True])
+def test_opcheck_forward_and_backward(keep):
     x = make_inputs("kda", seed=5)
     args = (x["q"].float(), x["k"].float(), x["v"].float(), x["g"].float(), x["beta"].float(), x["h0"].float(), None,
-            2, True, 0.5)
+            2, True, 0.5, keep)
     torch.library.opcheck(ops.forward_op, args, test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    # The CPU path has no chunks to prepare: what it keeps is empty, whatever `keep` says.
+    o, ht, prepared = ops.forward_op(*args)
+    assert prepared.dtype == torch.uint8 and prepared.numel() == 0
     do = torch.randn(1, 11, 2, 3)
-    bargs = args[:7] + (do, None, 2, True, 0.5)
+    bargs = args[:7] + (do, None, prepared, 2, True, 0.5)
     torch.library.opcheck(ops.backward_op, bargs, test_utils=("test_schema", "test_faketensor"))
 
 
@@ -185,6 +190,33 @@ def test_cuda_kernels_are_bitwise_deterministic():
         results.append([o.detach(), ht.detach()] + [leaf[n].grad for n in ("q", "k", "v", "g", "beta", "h0")])
     for a, b in zip(*results):
         assert torch.equal(a, b)
+
+
+@cuda
+@pytest.mark.parametrize("member", MEMBERS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_kept_preparation_gives_the_bits_of_a_recomputed_one(member, dtype):
+    """A backward reading the forward's kept chunk preparation, against one preparing the chunks
+    again: every gradient bit for bit, and the kept buffer the size the library asks for."""
+    from kcv.gdn import _library
+
+    cu_list = [0, 1, 63, 64, 65, 200]
+    cu = torch.tensor(cu_list, device="cuda")
+    x = make_inputs(member, B=1, T=200, H=2, HV=4, K=64, V=64, dtype=dtype, seed=18, cu_seqlens=cu_list)
+    xd = {n: (None if t is None else t.cuda()) for n, t in x.items()}
+    gen = torch.Generator().manual_seed(19)
+    do = torch.randn(1, 200, 4, 64, generator=gen).to(dtype).cuda()
+    dht = torch.randn(len(cu_list) - 1, 4, 64, 64, generator=gen).cuda()
+    runs = []
+    for keep in (True, False):
+        leaf, o, ht = run_op(member, xd, dtype, cu, keep_preparation=keep)
+        saved = [t for t in o.grad_fn.saved_tensors if t is not None and t.dtype == torch.uint8]
+        want = _library.prepared_bytes(1, 200, 2, 4, 64, 64, len(cu_list) - 1, *reference.MEMBERS[member]) if keep else 0
+        assert [t.numel() for t in saved] == [want] and (want > 0) == keep
+        torch.autograd.backward([o, ht], [do, dht])
+        runs.append([o.detach(), ht.detach()] + [t.grad for t in leaf.values() if t is not None])
+    for i, (a, b) in enumerate(zip(*runs)):
+        assert torch.equal(a, b), f"output {i} differs with the preparation kept"
 
 
 # Sequence lengths 1, 0, a full chunk, 65, many short ones, a partial chunk.

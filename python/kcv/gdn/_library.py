@@ -50,6 +50,8 @@ class Params(ctypes.Structure):
         ("dh0", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        ("prepared", ctypes.c_void_p),
+        ("prepared_bytes", ctypes.c_size_t),
     ]
 
 
@@ -78,6 +80,8 @@ def library() -> ctypes.CDLL:
                 lib = ctypes.CDLL(str(path))
                 lib.kcv_gdn_workspace_bytes.restype = ctypes.c_size_t
                 lib.kcv_gdn_workspace_bytes.argtypes = [ctypes.POINTER(Params), ctypes.c_int]
+                lib.kcv_gdn_prepared_bytes.restype = ctypes.c_size_t
+                lib.kcv_gdn_prepared_bytes.argtypes = [ctypes.POINTER(Params)]
                 lib.kcv_gdn_forward.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p]
                 lib.kcv_gdn_backward.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p]
                 lib.kcv_gdn_last_error.restype = ctypes.c_char_p
@@ -135,8 +139,21 @@ def make_params(q, k, v, g, beta, h0, cu_seqlens, gate: int, delta: bool, scale:
     return p
 
 
+def prepared_bytes(B: int, T: int, H: int, HV: int, K: int, V: int, N: Optional[int], gate: int, delta: bool) -> int:
+    """Bytes of the chunk preparation a forward keeps for its backward (kcv_gdn_params.prepared),
+    from the shapes alone; N: the number of sequences with cu_seqlens, None without."""
+    p = Params()
+    p.gate, p.delta = gate, int(delta)
+    p.B, p.T, p.H, p.HV, p.K, p.V = B, T, H, HV, K, V
+    p.N = N if N is not None else B
+    # The size depends on whether there are offsets, never on their values or their address.
+    p.cu_seqlens = 1 if N is not None else None
+    return library().kcv_gdn_prepared_bytes(ctypes.byref(p))
+
+
 def run(p: Params, backward: bool, device: torch.device) -> None:
-    """Allocates the workspace on `device` and runs on the current stream."""
+    """Allocates the workspace on `device` and runs on the current stream. Set p.prepared first
+    where the chunk preparation is kept apart: the workspace is smaller then."""
     lib = library()
     nbytes = lib.kcv_gdn_workspace_bytes(ctypes.byref(p), int(backward))
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
