@@ -441,30 +441,28 @@ Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
     Buffer ws(kcv_gdn_workspace_bytes(&p, 1));
     p.workspace = ws.p;
     p.workspace_bytes = ws.bytes;
-    const float f = time_ms([&] { kcv_gdn_forward(&p, nullptr); }, reps);
-    const float fb = time_ms([&] {
-        kcv_gdn_forward(&p, nullptr);
-        kcv_gdn_backward(&p, nullptr);
-    }, reps);
-    const char* err = cudaGetErrorString(cudaGetLastError());
     const char* version = reference_kernels() ? "v1" : "v2";
-    std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
-                kcv::gdn::member_name(m), B, T, H, HV, version, f, fb, err);
+    // Forward, then forward+backward, of x; one line named `name`.
+    auto timed = [&](const kcv_gdn_params& x, const std::string& name) {
+        const float tf = time_ms([&] { kcv_gdn_forward(&x, nullptr); }, reps);
+        const float tfb = time_ms([&] {
+            kcv_gdn_forward(&x, nullptr);
+            kcv_gdn_backward(&x, nullptr);
+        }, reps);
+        std::printf("time %-17s B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n", name.c_str(), B, T,
+                    H, HV, version, tf, tfb, cudaGetErrorString(cudaGetLastError()));
+        return Times{tf, tfb};
+    };
+    const Times t = timed(p, kcv::gdn::member_name(m));
     // As training runs them: the forward keeps the chunk preparation apart and the backward reads
     // it (the row's name gains "+kept").
     kcv_gdn_params pk = p;
     Buffer prepared(kcv_gdn_prepared_bytes(&pk));
     pk.prepared = prepared.p;
     pk.prepared_bytes = prepared.bytes;
-    const float fk = time_ms([&] { kcv_gdn_forward(&pk, nullptr); }, reps);
-    const float fbk = time_ms([&] {
-        kcv_gdn_forward(&pk, nullptr);
-        kcv_gdn_backward(&pk, nullptr);
-    }, reps);
-    std::printf("time %s+kept B%d T%d H%d HV%d K=V=128 bf16 %s: fwd %.3f ms, fwd+bwd %.3f ms (%s)\n",
-                kcv::gdn::member_name(m), B, T, H, HV, version, fk, fbk, cudaGetErrorString(cudaGetLastError()));
+    timed(pk, std::string(kcv::gdn::member_name(m)) + "+kept");
     std::fflush(stdout);
-    return {f, fb};
+    return t;
 }
 
 // Version 1 and version 2 at one shape, in this process, and the ratio v2 / v1.
