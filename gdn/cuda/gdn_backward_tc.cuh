@@ -163,17 +163,51 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
                     dS_s[i * ld + col] = decayed(dS_s[i * ld + col], dec_s[i]) + acc;
                 });
         } else {
-            for (int e = tid; e < K * VS; e += nt) {
-                const int i = e / VS, col = e % VS;
-                float from_o = 0.0f, from_w = 0.0f;
-                for (int t = 0; t < L; ++t)
-                    from_o += decayed(q_at(t, i) * dO_at(t, col), half_s[t * GK + i]);
-                if (DELTA)
-                    for (int t = 0; t < L; ++t)
-                        from_w += decayed(bk_at(t, i) * TdD_s[t * ld + col], half_s[t * GK + i]);
-                float s = decayed(dS_s[i * ld + col], dec_s[i]) + scale * from_o;
-                if (DELTA) s -= from_w;
-                dS_s[i * ld + col] = s;
+            // Version 1's loop, each element's two sums over t in its order, but each thread on an
+            // R×R tile of (channel, column): a token's q, β ⊙ k and e^{γ/2} for R channels and its
+            // dO and Tᵀ dΔ for R columns are read once for R products each, where one element per
+            // thread read all five for each product. Indices past K or VS are clamped (read, not
+            // written).
+            constexpr int R = 4;
+            const int ctiles = (VS + R - 1) / R, tiles = ((K + R - 1) / R) * ctiles;
+            for (int tile = tid; tile < tiles; tile += nt) {
+                const int i0 = (tile / ctiles) * R, c0 = (tile % ctiles) * R;
+                float from_o[R][R], from_w[R][R];
+                KCV_GDN_UNROLL
+                for (int u = 0; u < R; ++u)
+                    KCV_GDN_UNROLL
+                    for (int x = 0; x < R; ++x) from_o[u][x] = from_w[u][x] = 0.0f;
+                for (int t = 0; t < L; ++t) {
+                    float qv[R], bkv[R], hf[R], dov[R], tdv[R];
+                    KCV_GDN_UNROLL
+                    for (int u = 0; u < R; ++u) {
+                        const int i = min(i0 + u, K - 1), col = min(c0 + u, VS - 1);
+                        qv[u] = q_at(t, i);
+                        hf[u] = half_s[t * GK + i];
+                        dov[u] = dO_at(t, col);
+                        if (DELTA) {
+                            bkv[u] = bk_at(t, i);
+                            tdv[u] = TdD_s[t * ld + col];
+                        }
+                    }
+                    KCV_GDN_UNROLL
+                    for (int u = 0; u < R; ++u)
+                        KCV_GDN_UNROLL
+                        for (int x = 0; x < R; ++x) {
+                            from_o[u][x] += decayed(qv[u] * dov[x], hf[u]);
+                            if (DELTA) from_w[u][x] += decayed(bkv[u] * tdv[x], hf[u]);
+                        }
+                }
+                KCV_GDN_UNROLL
+                for (int u = 0; u < R; ++u)
+                    KCV_GDN_UNROLL
+                    for (int x = 0; x < R; ++x) {
+                        const int i = i0 + u, col = c0 + x;
+                        if (i >= K || col >= VS) continue;
+                        float s = decayed(dS_s[i * ld + col], dec_s[i]) + scale * from_o[u][x];
+                        if (DELTA) s -= from_w[u][x];
+                        dS_s[i * ld + col] = s;
+                    }
             }
         }
         __syncthreads();
