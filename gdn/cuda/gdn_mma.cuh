@@ -477,10 +477,12 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
 // gated_scores_backward (gdn_common.cuh) for a per-channel gate, in its order and with its
 // terms, but with the exponents from running sums: the anchored operands as
 // anchor_subchunk_running (xa the same bits, ea's range sums in the opposite order), and for the
-// diagonal block of gx, per group of kDiagChannels channels, a table of e^{γ_t − γ_j} (a ≤ j ≤ t
+// diagonal blocks, per group of kDiagChannels channels, a table of e^{γ_t − γ_j} (a ≤ j ≤ t
 // < end) that one walk per (j, i) fills, t upwards with a running Kahan sum (balanced_walks; version 1's
 // bits, one addition per exponent instead of a range sum per term), then one thread per (t, i)
-// forms gx_ti as version 1 does. fd is scratch of kDiagPairs·kDiagChannels floats.
+// forms gx_ti and one per (j, i) the diagonal block's part of gk_ji as version 1 does, both from
+// the table (add_subchunk_gk took each of gk's exponentials again). fd is scratch of
+// kDiagPairs·kDiagChannels floats.
 __device__ inline void gated_scores_backward_running(const float* dM, const float* x, const float* k, const float* g,
                                                      int L, int K, bool strict, float* gx, float* gk, float* dgam,
                                                      float* xa, float* ea, float* fd) {
@@ -490,7 +492,13 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
     for (int a = 0; a < L; a += kSub) {
         const int end = min(L, a + kSub), n = end - a;
         anchor_subchunk_running(x, nullptr, g, a, end, K, xa, ea);
-        add_subchunk_gk(dM, x, g, xa, ea, a, end, K, strict, gk);
+        // add_subchunk_gk's rows j < a, whose factors are anchored; rows a ≤ j < end below.
+        for (int e = tid; e < a * K; e += nt) {
+            const int j = e / K, i = e % K;
+            float acc = gk[e];
+            for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
+            gk[e] = acc;
+        }
         for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
             const int nc = min(kDiagChannels, K - i0);
             balanced_walks(n, nc, [&](int jj, int c) {
@@ -512,6 +520,15 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
                 for (int jj = 0; jj < (strict ? tt : tt + 1); ++jj)
                     acc += dM[t * kChunk + a + jj] * k[(a + jj) * K + i] * f[diag_pair(tt, jj) * kDiagChannels];
                 gx[t * K + i] = acc;
+            }
+            for (int e = tid; e < n * nc; e += nt) {
+                const int jj = e / nc, c = e % nc, j = a + jj, i = i0 + c;
+                const float* f = fd + c;
+                float acc = gk[j * K + i];
+                for (int tt = jj; tt < n; ++tt)
+                    if (tt > jj || !strict)
+                        acc += dM[(a + tt) * kChunk + j] * x[(a + tt) * K + i] * f[diag_pair(tt, jj) * kDiagChannels];
+                gk[j * K + i] = acc;
             }
             __syncthreads();
         }
