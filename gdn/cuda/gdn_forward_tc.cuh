@@ -141,16 +141,25 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
         }
         __syncthreads();
     }
-    gated_scores_tc<GATE, EX, EX, AHEAD>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s, T_s);
+    const TI* beta = static_cast<const TI*>(a.beta);
+    auto load_beta = [&] {
+        for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f;
+        __syncthreads();
+    };
+    if constexpr (GATE == 2 && DELTA) {
+        // P and A together, each exponential of their per-channel factors taken once for both.
+        load_beta();
+        gated_score_pair_tc<AHEAD>(q_s, k_s, b_s, g_s, L, K, w.P + sh * kChunk * kChunk, A_s, xa_s, ka_s, T_s);
+    } else {
+        gated_scores_tc<GATE, EX, EX, AHEAD>(q_s, k_s, g_s, L, K, false, w.P + sh * kChunk * kChunk, xa_s, ka_s, T_s);
+    }
     if (!DELTA) return;
 
-    const TI* beta = static_cast<const TI*>(a.beta);
-    for (int t = tid; t < kChunk; t += nt) b_s[t] = t < L ? to_float(beta[size_t(c.row0 + t) * d.HV + hv]) : 0.0f;
-    __syncthreads();
+    if constexpr (GATE != 2) load_beta();
     float* bk_s = q_s;
     for (int e = tid; e < kChunk * K; e += nt) bk_s[e] = e / K < L ? b_s[e / K] * k_s[e] : 0.0f;
     __syncthreads();
-    gated_scores_tc<GATE, false, EX, AHEAD>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
+    if constexpr (GATE != 2) gated_scores_tc<GATE, false, EX, AHEAD>(bk_s, k_s, g_s, L, K, true, A_s, xa_s, ka_s, T_s);
     unit_lower_inverse_blocked(A_s, L, T_s);
     // T on its lower triangle, zero above (where the inverse kept its scratch).
     for (int e = tid; e < kChunk * kChunk; e += nt)

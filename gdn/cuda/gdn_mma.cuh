@@ -430,6 +430,96 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
     }
 }
 
+// The forward's two per-channel gated score matrices of the delta rule at once, the same bits as
+// gated_scores_tc<2, ...> called for P (x = q, j ≤ t) and then for A (x = β ⊙ k, j < t) into two
+// arrays, with each exponential taken once for both where those two calls took it twice:
+// - per sub-chunk, the anchored operands as anchor_subchunk_running with x = q, and β ⊙ k's rows
+//   e^{γ_t − γ_a} from the same factors (ka, the anchored k, is the same for both), then the two
+//   cross-sub-chunk products;
+// - the diagonal blocks from one table of e^{γ_t − γ_j} per group of kDiagPairChannels channels
+//   (one walk per (j, i), as diagonal_scores), each term (x_ti k_ji)·e^{…} formed where the sums
+//   read it, one thread per entry of either matrix, the channels added in increasing order as
+//   there (the grouping does not change the order of any sum).
+// bk_t = β_t k_t is formed from b (C, zero past L) and k as prepare_chunks_tc's tile of it is.
+// xb is scratch of kSub rows of K past the anchored k's rows (a < C − kSub + 1 always leaves
+// ka's rows from C − kSub on unused); fd is C×C scratch. Ends with a barrier.
+constexpr int kDiagPairChannels = 26;
+static_assert(2 * kSub * kSub + kDiagPairs * kDiagPairChannels <= kChunk * kChunk, "two sums' partials and a table");
+
+template <bool AHEAD = true>
+__device__ void gated_score_pair_tc(const float* q, const float* k, const float* b, const float* g, int L, int K,
+                                    float* P, float* A, float* xa, float* ka, float* fd) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    float* const xb = ka + (kChunk - kSub) * K;
+    for (int e = tid; e < kChunk * kChunk; e += nt) P[e] = A[e] = 0.0f;
+    __syncthreads();
+    float* const part_p = fd;
+    float* const part_a = fd + kSub * kSub;
+    float* const table = fd + 2 * kSub * kSub;
+    for (int a = 0; a < L; a += kSub) {
+        const int end = min(L, a + kSub), n = end - a;
+        // anchor_subchunk_running(q, k, ...), and β ⊙ k's anchored rows into xb.
+        for (int e = tid; e < 2 * K; e += nt) {
+            if (e < K) {
+                const int i = e;
+                KahanSum back;
+                for (int j = a - 1; j >= 0; --j) {
+                    back.add(g[(j + 1) * K + i]);
+                    ka[j * K + i] = k[j * K + i] * exp_rn(back.sum);
+                }
+            } else {
+                const int i = e - K;
+                KahanSum up;
+                for (int t = a; t < end; ++t) {
+                    if (t > a) up.add(g[t * K + i]);
+                    const float f = exp_rn(up.sum);
+                    xa[t * K + i] = q[t * K + i] * f;
+                    xb[(t - a) * K + i] = (b[t] * k[t * K + i]) * f;
+                }
+            }
+        }
+        __syncthreads();
+        block_mma<4, false, false, 1, AHEAD>(
+            n, a, K, [&](int r, int i) { return xa[(a + r) * K + i]; }, [&](int i, int j) { return ka[j * K + i]; },
+            [&](int r, int j, float acc) { P[(a + r) * kChunk + j] = acc; });
+        block_mma<4, false, false, 1, AHEAD>(
+            n, a, K, [&](int r, int i) { return xb[r * K + i]; }, [&](int i, int j) { return ka[j * K + i]; },
+            [&](int r, int j, float acc) { A[(a + r) * kChunk + j] = acc; });
+        for (int i0 = 0; i0 < K; i0 += kDiagPairChannels) {
+            const int nc = min(kDiagPairChannels, K - i0);
+            const bool first = i0 == 0, last = i0 + nc == K;
+            balanced_walks(n, nc, [&](int jj, int c) {
+                const int i = i0 + c;
+                KahanSum range;
+                for (int tt = jj; tt < n; ++tt) {
+                    if (tt > jj) range.add(g[(a + tt) * K + i]);
+                    table[diag_pair(tt, jj) * kDiagPairChannels + c] = exp_rn(range.sum);
+                }
+            });
+            __syncthreads();
+            // Entries e < kSub² of P's block (jj ≤ tt), then those of A's (jj < tt).
+            for (int e = tid; e < 2 * kSub * kSub; e += nt) {
+                const bool strict = e >= kSub * kSub;
+                const int f = e % (kSub * kSub), tt = f / kSub, jj = f % kSub;
+                if (tt >= n || (strict ? jj >= tt : jj > tt)) continue;
+                const int t = a + tt, j = a + jj;
+                float* part = strict ? part_a : part_p;
+                float acc = first ? 0.0f : part[f];
+                const float* row = table + diag_pair(tt, jj) * kDiagPairChannels;
+                if (strict) {
+                    for (int c = 0; c < nc; ++c)
+                        acc += ((b[t] * k[t * K + i0 + c]) * k[j * K + i0 + c]) * row[c];
+                } else {
+                    for (int c = 0; c < nc; ++c) acc += (q[t * K + i0 + c] * k[j * K + i0 + c]) * row[c];
+                }
+                if (last) (strict ? A : P)[t * kChunk + j] = acc;
+                else part[f] = acc;
+            }
+            __syncthreads();
+        }
+    }
+}
+
 // gated_scores_backward (gdn_common.cuh) for the gates without a per-channel factor (GATE 0, 1),
 // the two products over the chunk's tokens on tensor cores:
 //   gx = (dM ⊙ F) k,  gk = (dM ⊙ F)ᵀ x  on the support of M,
