@@ -303,10 +303,12 @@ __device__ inline void scalar_gate_factors_running(const float* g, int L, float*
 // each range afresh), ka's over (j, a] for j descending (the same terms added in the opposite
 // order, the same error bound: Kahan's ≤ 2u·Σ|g| + O(n u²) does not depend on the order). Every
 // exponent is still a sum of the g it spans, never a difference, and never positive. With k null,
-// ka receives the factors e^{γ_a − γ_j} alone (the backward's ea). One thread per channel and
+// ka receives the factors e^{γ_a − γ_j} alone (the backward's ea). With b and xb, also
+// (b_t k_t) e^{γ_t − γ_a} into xb's row t − a, from xa's factors. One thread per channel and
 // operand; then a barrier.
 __device__ __forceinline__ void anchor_subchunk_running(const float* x, const float* k, const float* g, int a,
-                                                        int end, int K, float* xa, float* ka) {
+                                                        int end, int K, float* xa, float* ka,
+                                                        const float* b = nullptr, float* xb = nullptr) {
     const int tid = threadIdx.x, nt = blockDim.x;
     for (int e = tid; e < 2 * K; e += nt) {
         if (e < K) {
@@ -322,7 +324,9 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
             KahanSum up;
             for (int t = a; t < end; ++t) {
                 if (t > a) up.add(g[t * K + i]);
-                xa[t * K + i] = x[t * K + i] * exp_rn(up.sum);
+                const float f = exp_rn(up.sum);
+                xa[t * K + i] = x[t * K + i] * f;
+                if (xb) xb[(t - a) * K + i] = (b[t] * k[t * K + i]) * f;
             }
         }
     }
@@ -360,6 +364,21 @@ __device__ __forceinline__ void balanced_walks(int n, int nc, Walk walk) {
         walk(p, c);
         if (n - 1 - p != p) walk(n - 1 - p, c);
     }
+}
+
+// The factors e^{γ_t − γ_j} of the diagonal block of the sub-chunk [a, a + n), channels i0 to
+// i0 + nc − 1, into table[diag_pair(tt, jj)·stride + c] (t = a + tt, j = a + jj, i = i0 + c): one
+// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks). No barrier.
+__device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, int K, int i0, int nc, int stride,
+                                                 float* table) {
+    balanced_walks(n, nc, [&](int jj, int c) {
+        const int i = i0 + c;
+        KahanSum range;
+        for (int tt = jj; tt < n; ++tt) {
+            if (tt > jj) range.add(g[(a + tt) * K + i]);
+            table[diag_pair(tt, jj) * stride + c] = exp_rn(range.sum);
+        }
+    });
 }
 
 __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
@@ -458,27 +477,7 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
     float* const table = fd + 2 * kSub * kSub;
     for (int a = 0; a < L; a += kSub) {
         const int end = min(L, a + kSub), n = end - a;
-        // anchor_subchunk_running(q, k, ...), and β ⊙ k's anchored rows into xb.
-        for (int e = tid; e < 2 * K; e += nt) {
-            if (e < K) {
-                const int i = e;
-                KahanSum back;
-                for (int j = a - 1; j >= 0; --j) {
-                    back.add(g[(j + 1) * K + i]);
-                    ka[j * K + i] = k[j * K + i] * exp_rn(back.sum);
-                }
-            } else {
-                const int i = e - K;
-                KahanSum up;
-                for (int t = a; t < end; ++t) {
-                    if (t > a) up.add(g[t * K + i]);
-                    const float f = exp_rn(up.sum);
-                    xa[t * K + i] = q[t * K + i] * f;
-                    xb[(t - a) * K + i] = (b[t] * k[t * K + i]) * f;
-                }
-            }
-        }
-        __syncthreads();
+        anchor_subchunk_running(q, k, g, a, end, K, xa, ka, b, xb);
         block_mma<4, false, false, 1, AHEAD>(
             n, a, K, [&](int r, int i) { return xa[(a + r) * K + i]; }, [&](int i, int j) { return ka[j * K + i]; },
             [&](int r, int j, float acc) { P[(a + r) * kChunk + j] = acc; });
@@ -488,14 +487,7 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
         for (int i0 = 0; i0 < K; i0 += kDiagPairChannels) {
             const int nc = min(kDiagPairChannels, K - i0);
             const bool first = i0 == 0, last = i0 + nc == K;
-            balanced_walks(n, nc, [&](int jj, int c) {
-                const int i = i0 + c;
-                KahanSum range;
-                for (int tt = jj; tt < n; ++tt) {
-                    if (tt > jj) range.add(g[(a + tt) * K + i]);
-                    table[diag_pair(tt, jj) * kDiagPairChannels + c] = exp_rn(range.sum);
-                }
-            });
+            diagonal_factors(g, a, n, K, i0, nc, kDiagPairChannels, table);
             __syncthreads();
             // Entries e < kSub² of P's block (jj ≤ tt), then those of A's (jj < tt).
             for (int e = tid; e < 2 * kSub * kSub; e += nt) {
@@ -591,14 +583,7 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
         }
         for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
             const int nc = min(kDiagChannels, K - i0);
-            balanced_walks(n, nc, [&](int jj, int c) {
-                const int i = i0 + c;
-                KahanSum range;
-                for (int tt = jj; tt < n; ++tt) {
-                    if (tt > jj) range.add(g[(a + tt) * K + i]);
-                    fd[diag_pair(tt, jj) * kDiagChannels + c] = exp_rn(range.sum);
-                }
-            });
+            diagonal_factors(g, a, n, K, i0, nc, kDiagChannels, fd);
             __syncthreads();
             for (int e = tid; e < n * nc; e += nt) {
                 const int tt = e / nc, c = e % nc, t = a + tt, i = i0 + c;
