@@ -374,6 +374,22 @@ __device__ inline void scalar_gate_factors(const float* g, int L, float* F) {
     __syncthreads();
 }
 
+// The parts of a per-channel gate's score gradients that pass through the anchor a of the row
+// sub-chunk [a, end), for channel i: gx_ti's Σ_{j<a} dM_tj k_j e^{γ_a−γ_j} (to be scaled by
+// e^{γ_t−γ_a}), and gk_ji's Σ_t dM_tj (x_t e^{γ_t−γ_a}) e^{γ_a−γ_j} for j < a added to acc, with
+// xa the anchored rows and ea the anchor factors.
+__device__ __forceinline__ float anchored_gx(const float* dM, const float* k, const float* ea, int a, int K, int t,
+                                             int i) {
+    float anchored = 0.0f;
+    for (int j = 0; j < a; ++j) anchored += dM[t * kChunk + j] * (k[j * K + i] * ea[j * K + i]);
+    return anchored;
+}
+__device__ __forceinline__ float add_anchored_gk(float acc, const float* dM, const float* xa, const float* ea, int a,
+                                                 int end, int K, int j, int i) {
+    for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
+    return acc;
+}
+
 // gk of a per-channel gate for the row sub-chunk [a, end) with anchor a: one thread per (j, i),
 //   gk_j += Σ_t dM_tj (x_t e^{γ_t−γ_a}) e^{γ_a−γ_j}   (j < a: xa anchored rows, ea anchor factors),
 //   gk_j += Σ_t dM_tj x_t e^{γ_t−γ_j}                 (a ≤ j ≤ t),
@@ -385,7 +401,7 @@ __device__ inline void add_subchunk_gk(const float* dM, const float* x, const fl
         const int j = e / K, i = e % K;
         float acc = gk[e];
         if (j < a) {
-            for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
+            acc = add_anchored_gk(acc, dM, xa, ea, a, end, K, j, i);
         } else {
             KahanSum range;
             for (int t = j; t < end; ++t) {
@@ -436,10 +452,8 @@ __device__ void gated_scores_backward(const float* dM, const float* x, const flo
             __syncthreads();
             for (int e = tid; e < (end - a) * K; e += nt) {
                 const int t = a + e / K, i = e % K;
-                float anchored = 0.0f;
-                for (int j = 0; j < a; ++j) anchored += dM[t * kChunk + j] * (k[j * K + i] * ea[j * K + i]);
                 float acc = gx[t * K + i];
-                acc += anchored * exp_rn(log_decay_between(g, K, a, t, i));
+                acc += anchored_gx(dM, k, ea, a, K, t, i) * exp_rn(log_decay_between(g, K, a, t, i));
                 for (int j = a; j < (strict ? t : t + 1); ++j)
                     acc += dM[t * kChunk + j] * k[j * K + i] * exp_rn(log_decay_between(g, K, j, t, i));
                 gx[t * K + i] = acc;

@@ -575,12 +575,7 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
         const int end = min(L, a + kSub), n = end - a;
         anchor_subchunk_running(x, nullptr, g, a, end, K, xa, ea);
         // add_subchunk_gk's rows j < a, whose factors are anchored; rows a ≤ j < end below.
-        for (int e = tid; e < a * K; e += nt) {
-            const int j = e / K, i = e % K;
-            float acc = gk[e];
-            for (int t = a; t < end; ++t) acc += dM[t * kChunk + j] * xa[t * K + i] * ea[j * K + i];
-            gk[e] = acc;
-        }
+        for (int e = tid; e < a * K; e += nt) gk[e] = add_anchored_gk(gk[e], dM, xa, ea, a, end, K, e / K, e % K);
         for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
             const int nc = min(kDiagChannels, K - i0);
             diagonal_factors(g, a, n, K, i0, nc, kDiagChannels, fd);
@@ -588,10 +583,8 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
             for (int e = tid; e < n * nc; e += nt) {
                 const int tt = e / nc, c = e % nc, t = a + tt, i = i0 + c;
                 const float* f = fd + c;
-                float anchored = 0.0f;
-                for (int j = 0; j < a; ++j) anchored += dM[t * kChunk + j] * (k[j * K + i] * ea[j * K + i]);
                 float acc = gx[t * K + i];
-                acc += anchored * f[diag_pair(tt, 0) * kDiagChannels];
+                acc += anchored_gx(dM, k, ea, a, K, t, i) * f[diag_pair(tt, 0) * kDiagChannels];
                 for (int jj = 0; jj < (strict ? tt : tt + 1); ++jj)
                     acc += dM[t * kChunk + a + jj] * k[(a + jj) * K + i] * f[diag_pair(tt, jj) * kDiagChannels];
                 gx[t * K + i] = acc;
