@@ -275,8 +275,10 @@ __device__ __forceinline__ void copy_dv(const Dims& d, const BackwardArgs& a, Ch
 }
 
 // chunk_grad's outputs: dg (g enters only through γ, so dg is the reverse cumulative sum of dγ
-// within the chunk, from dγ_C, summed in Acc) and dq, dk of this value head for group_sum.
-template <int GATE, class Acc = float>
+// within the chunk, from dγ_C, summed in Acc) and dq, dk of this value head: for group_sum, or
+// where each query/key head has one value head, straight into dq and dk as group_sum would write
+// them (0 + x, so that a −0 leaves as +0 there too).
+template <int GATE, class TI, class Acc = float>
 __device__ __forceinline__ void write_chunk_grads(const Dims& d, const Workspace& w, const BackwardArgs& a,
                                                   ChunkPos c, GradTiles G) {
     const int tid = threadIdx.x, nt = blockDim.x, hv = blockIdx.y, K = d.K, L = c.L;
@@ -300,8 +302,14 @@ __device__ __forceinline__ void write_chunk_grads(const Dims& d, const Workspace
         for (int u = 0; u < kElementBatch; ++u) {
             const int e = e0 + u * nt, t = e / K, i = e % K;
             if (e >= L * K) break;
-            w.dq_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = dq[u];
-            w.dk_heads[(size_t(c.row0 + t) * d.HV + hv) * K + i] = dk[u];
+            const size_t at = (size_t(c.row0 + t) * d.HV + hv) * K + i;
+            if (d.group == 1) {
+                static_cast<TI*>(a.dq)[at] = from_float<TI>(0.0f + dq[u]);
+                static_cast<TI*>(a.dk)[at] = from_float<TI>(0.0f + dk[u]);
+            } else {
+                w.dq_heads[at] = dq[u];
+                w.dk_heads[at] = dk[u];
+            }
         }
     }
 }
@@ -453,7 +461,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grad(Dims d, Workspace w, Back
         copy_dv<TI>(d, a, c, G);
     }
     __syncthreads();
-    write_chunk_grads<GATE>(d, w, a, c, G);
+    write_chunk_grads<GATE, TI>(d, w, a, c, G);
 }
 
 // GradTiles' shared part; F_s only where a gate has it (227 KiB at most: 224.8 KiB for K = 128
@@ -470,7 +478,8 @@ inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem) {
     return grad_smem_bytes(K, gate) + (gate != 2 ? 16 + 2 * elem * kChunk * (size_t(V) + 8) : 0);
 }
 
-// dq, dk of query/key head h: the sum over its value heads h·G .. h·G + G − 1, in that order.
+// dq, dk of query/key head h: the sum over its value heads h·G .. h·G + G − 1, in that order
+// (G > 1; with one value head per query/key head chunk_grad writes them).
 template <class TI>
 __global__ void group_sum(Dims d, Workspace w, BackwardArgs a) {
     const size_t total = size_t(d.B) * d.T * d.H * d.K;

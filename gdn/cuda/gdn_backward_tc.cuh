@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         copy_dv<TI>(d, a, c, G);
     }
     __syncthreads();
-    write_chunk_grads<GATE, double>(d, w, a, c, G);
+    write_chunk_grads<GATE, TI, double>(d, w, a, c, G);
 }
 
 }  // namespace kcv::gdn::cuda

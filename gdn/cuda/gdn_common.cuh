@@ -178,7 +178,7 @@ struct Workspace {
     float* dstates;   // [slots][HV][K][V]   gradient of the state after each chunk
     float* ddelta;    // [slots][HV][C][V]   dΔ
     float* scratch;   // [slots][HV][kScratch][C][K]
-    float* dq_heads;  // [B*T][HV][K]        dq, dk per value head before the group sum
+    float* dq_heads;  // [B*T][HV][K]        dq, dk per value head before the group sum (HV > H)
     float* dk_heads;
     float* dvt;       // [slots][HV][C][V]   Tᵀ dΔ for dβ (delta): U's slot, or its own where the
                       //                     preparation is kept apart (which a backward only reads)
@@ -229,8 +229,10 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, bool delt
         w.dstates = take(sh * size_t(d.K) * d.V);
         w.ddelta = take(sh * kChunk * d.V);
         w.scratch = take(sh * kScratch * kChunk * d.K);
-        w.dq_heads = take(size_t(d.B) * d.T * d.HV * d.K);
-        w.dk_heads = take(size_t(d.B) * d.T * d.HV * d.K);
+        // Only where a query/key head has several value heads (else chunk_grad writes dq, dk).
+        const bool grouped = d.group > 1;
+        w.dq_heads = grouped ? take(size_t(d.B) * d.T * d.HV * d.K) : nullptr;
+        w.dk_heads = grouped ? take(size_t(d.B) * d.T * d.HV * d.K) : nullptr;
         w.dvt = !delta ? nullptr : apart ? take(sh * kChunk * d.V) : w.U;
     } else {
         w.dstates = w.ddelta = w.scratch = w.dq_heads = w.dk_heads = w.dvt = nullptr;

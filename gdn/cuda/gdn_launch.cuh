@@ -149,6 +149,7 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     } else {
         if (launch(chunk_grad<GATE, DELTA, TI>, chunks, grad_smem_bytes(d.K, GATE), "chunk_grad", d, w, ba)) return 1;
     }
+    if (d.group == 1) return 0;   // chunk_grad wrote dq and dk
     const size_t total = size_t(d.B) * d.T * d.H * d.K;
     const size_t blocks = std::min<size_t>((total + kThreads - 1) / kThreads, 65535);
     return launch(group_sum<TI>, dim3(static_cast<unsigned>(blocks)), 0, "group_sum", d, w, ba);
