@@ -17,6 +17,15 @@
 //      ≈ a_lo·b_hi + a_hi·b_lo + a_hi·b_hi) on random normal inputs, its error against float64 next
 //      to a single tf32 product's and a float32 host loop's: does the split recover float32 accuracy
 //      through wgmma?
+//   R  how wgmma adds: the rounding and alignment cases that settled mma.sync's sums on an H200
+//      (bench/mma_subnormals.cu; bench/RESULTS.md, "How mma.sync adds"), through case C's tf32
+//      kernel and case A's bf16 kernel. The first k-step (scale-d = 0) leaves D[0][0] = C exactly,
+//      one product C·1; the second adds the case's products; the others add zeros. Each row prints
+//      the exact sum rounded to nearest, what mma.sync gave on an H200, and what wgmma gives. A
+//      measurement, not a gate: it says whether gdn/cuda/host_emulation.hpp's model of the tensor
+//      cores' sums (every term aligned to the largest and cut toward zero two bits under float32's
+//      precision, the sum cut toward zero) also holds for wgmma, which an emulated wgmma kernel
+//      would rely on.
 //   T  throughput: 2 CTAs per SM, one warpgroup each, looping wgmma m64n256k16 bf16 (and m64n128k8
 //      tf32) on operands resident in shared memory; TFLOP/s, median of 7 timed runs after a warm-up,
 //      and the ratio to the H200's nominal dense peaks (989 bf16, 494 tf32).
@@ -979,6 +988,62 @@ void case_c(EncodeTiledFn encode, std::mt19937_64& rng) {
            buf);
 }
 
+// Case R (the header above): D[0][0] = C + Σ a_j·b_j, C in the first k-step, the products in the
+// second, against mma.sync's sums of the same cases on an H200.
+void case_r(EncodeTiledFn encode) {
+    struct SumCase {
+        const char* name;
+        bool bf16;
+        float c;
+        std::vector<float> a, b;   // exact in the operand format
+        float mma_sync;            // what mma.sync.m16n8k8 (m16n8k16 for bf16) gave on an H200
+    };
+    auto p2 = [](int e) { return std::ldexp(1.0f, e); };
+    const std::vector<float> ones(8, 1.0f);
+    const std::vector<SumCase> cases = {
+        {"1 + 0.75 ulp(1)", false, 1.0f, {0.75f}, {p2(-23)}, 1.0f},
+        {"-1 - 0.75 ulp(1)", false, -1.0f, {-0.75f}, {p2(-23)}, -1.0f},
+        {"1 + 0.25 ulp(1)", false, 1.0f, {0.25f}, {p2(-23)}, 1.0f},
+        {"1 + eight products 2^-26", false, 1.0f, std::vector<float>(8, p2(-26)), ones, 1.0f},
+        {"1 - 2^-25", false, 1.0f, {-1.0f}, {p2(-25)}, 1.0f - p2(-24)},
+        {"0 + products 1 and 3*2^-25", false, 0.0f, {1.0f, 0.75f}, {1.0f, p2(-23)}, 1.0f},
+        {"1 + four products 2^-25", false, 1.0f, std::vector<float>(4, p2(-25)), ones, 1.0f + p2(-23)},
+        {"1 + 2^-24 at k = 0 and at k = 4", false, 1.0f, {p2(-24), 0.0f, 0.0f, 0.0f, p2(-24)}, ones, 1.0f + p2(-23)},
+        {"1 + 2^-26 + 2^-26 + 2^-25 + 2^-24", false, 1.0f, {p2(-26), p2(-26), p2(-25), p2(-24)}, ones, 1.0f},
+        {"1 - 2^-26", false, 1.0f, {-p2(-26)}, {1.0f}, 1.0f},
+        {"bf16: 1 + 0.75 ulp(1)", true, 1.0f, {0.75f}, {p2(-23)}, 1.0f},
+    };
+    int as_mma_sync = 0, as_nearest = 0;
+    for (const SumCase& cs : cases) {
+        float got;
+        if (cs.bf16) {
+            g_stage = "R bf16 sums";
+            std::vector<uint16_t> a(kM * kKBf16, 0), b(kN * kKBf16, 0);
+            a[0] = bf16_bits(cs.c), b[0] = bf16_bits(1.0f);
+            for (size_t j = 0; j < cs.a.size(); ++j) a[16 + j] = bf16_bits(cs.a[j]), b[16 + j] = bf16_bits(cs.b[j]);
+            got = run_bf16_ss(encode, a, b)[0];
+        } else {
+            g_stage = "R tf32 sums";
+            std::vector<float> a(kM * kKTf32, 0.0f), b(kN * kKTf32, 0.0f);
+            a[0] = cs.c, b[0] = 1.0f;
+            for (size_t j = 0; j < cs.a.size(); ++j) a[8 + j] = cs.a[j], b[8 + j] = cs.b[j];
+            got = run_tf32(encode, a, b, false)[0];
+        }
+        double exact = cs.c;
+        for (size_t j = 0; j < cs.a.size(); ++j) exact += double(cs.a[j]) * double(cs.b[j]);
+        const float nearest = static_cast<float>(exact);
+        const bool same_as_mma = std::memcmp(&got, &cs.mma_sync, sizeof got) == 0;
+        as_mma_sync += same_as_mma;
+        as_nearest += std::memcmp(&got, &nearest, sizeof got) == 0;
+        std::printf("R %-36s nearest %-16.10g mma.sync %-16.10g wgmma %-16.10g %s\n", cs.name, nearest,
+                    cs.mma_sync, got, same_as_mma ? "as mma.sync" : "DIFFERS FROM mma.sync");
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%d of %zu as mma.sync's on an H200, %d as rounding to nearest", as_mma_sync,
+                  cases.size(), as_nearest);
+    record("R wgmma's sums of mma.sync's rounding cases", false, true, "", buf);
+}
+
 void throughput(int sms) {
     float* out = nullptr;
     const int grid = 2 * sms;
@@ -1089,6 +1154,7 @@ int main() {
     case_a(encode, rng);
     case_b(encode, rng);
     case_c(encode, rng);
+    case_r(encode);
     throughput(prop.multiProcessorCount);
     tma_bandwidth(encode, prop.multiProcessorCount);
 
