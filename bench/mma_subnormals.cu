@@ -239,6 +239,15 @@ int main() {
          {p2(-26), p2(-26), p2(-25), p2(-24)}, std::vector<float>(4, 1.0f), {1.0f}},
         {"align: 1 - 2^-26 (2 bits, toward zero: 1; toward -inf or 3 bits: 1 - 2^-24)", 1, {-p2(-26)}, {1.0f},
          {1.0f}},
+        // Whether a bf16 tile's sixteen products are aligned as one group (1 + 2^-23) or as two groups
+        // of eight, each cut to float32 before the next is added (1).
+        {"align: bf16, 1 + 2^-24 at k = 0 and k = 4 (one group: 1 + 2^-23)", 2,
+         {p2(-24), 0.0f, 0.0f, 0.0f, p2(-24)}, std::vector<float>(5, 1.0f), {1.0f}},
+        {"align: bf16, 1 + 2^-24 at k = 0 and k = 8 (one group: 1 + 2^-23; two: 1)", 2,
+         {p2(-24), 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, p2(-24)}, std::vector<float>(9, 1.0f), {1.0f}},
+        {"align: bf16, 1 + 2^-24 at k = 7 and k = 15 (one group: 1 + 2^-23; two: 1)", 2,
+         {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, p2(-24), 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, p2(-24)},
+         std::vector<float>(16, 1.0f), {1.0f}},
     };
     for (const Case& cs : cases) differ += run_case(cs);
     std::printf("%d of %zu checks differ from the exact result\n", differ, cases.size() + 12);
