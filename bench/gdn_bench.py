@@ -13,8 +13,9 @@ own bars (BARS).
 
 --results writes one entry per member and shape with both fwd+bwd times: baseline_ms and kcv_ms
 (fwd+bwd medians) and ratio = baseline_ms / kcv_ms, so a ratio above 1 means kcv is faster; the
-same for the forward alone under "fwd". --rows-from rebuilds the table and that file from the log
-of an earlier run, without a GPU.
+same for the forward alone under "fwd". An existing file is updated: this run's entries replace
+those of the same member and shape, the others stay. --rows-from rebuilds the table and those
+entries from the log of an earlier run (or of several runs one after another), without a GPU.
 
     python bench/gdn_bench.py [--members gdn,kda,gla,ssd] [--json rows.json] [--results results.json]
     python bench/gdn_bench.py --rows-from gdn_bench.log --date 2026-11-30T17:45Z --results results.json
@@ -278,6 +279,9 @@ def print_profile(rows: list) -> None:
                 print(f"  {ms:9.3f} ms {100 * ms / total:5.1f}%  {name}")
 
 
+GUARD_KEY = "fla_guard_bypassed"  # on rows read from a log: whether that row's process bypassed fla's guard
+
+
 def baseline_name(member: str, versions: dict, bypassed: bool) -> str:
     name = (f"fla-core {versions.get('fla-core', '(version not in log)')} {FLA_FUNCTIONS[member]}, "
             f"Triton {versions.get('triton', '(version not in log)')}")
@@ -292,7 +296,7 @@ def results(rows: list, device: str, date: str, versions: dict, bypassed: bool) 
         if "kcv_fwdbwd_ms" not in r or "fla_fwdbwd_ms" not in r:
             continue
         entry = {"member": r["member"], "shape": r["shape"],
-                 "baseline": baseline_name(r["member"], versions, bypassed),
+                 "baseline": baseline_name(r["member"], versions, r.get(GUARD_KEY, bypassed)),
                  "baseline_ms": r["fla_fwdbwd_ms"], "kcv_ms": r["kcv_fwdbwd_ms"],
                  "ratio": ratio(r["fla_fwdbwd_ms"], r["kcv_fwdbwd_ms"]), "pass_fwd_bwd": r.get("pass_fwd_bwd")}
         if "kcv_fwd_ms" in r and "fla_fwd_ms" in r:
@@ -315,23 +319,45 @@ def results(rows: list, device: str, date: str, versions: dict, bypassed: bool) 
 
 
 def read_log(path: str):
-    """(rows, device, versions, bypassed) from the output of an earlier run."""
+    """(rows, device, versions, bypassed) from the output of an earlier run, or of several runs one
+    after another: each process prints the guard note (if it bypassed the guard) and then its device
+    line, so each row carries whether its own process bypassed it (GUARD_KEY)."""
     rows, device, versions, bypassed = [], None, {}, False
+    noted = process_bypassed = False
     for line in Path(path).read_text(errors="replace").splitlines():
         if line.startswith("{"):
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:  # a row cut short when the run was stopped
-                pass
+                continue
+            rows.append({**row, GUARD_KEY: process_bypassed})
         elif m := re.match(r"device: (.+?), torch (\S+?)(?:, triton (\S+?), fla-core (\S+?))?(?:, flash-qla (\S+))?$",
                            line):
             device = m[1]
             versions = {n: x for n, x in zip(("torch", "triton", "fla-core", "flash-qla"), m.groups()[1:]) if x}
+            process_bypassed, noted = noted, False
         elif line.startswith("note: fla's gated backward guard bypassed"):
-            bypassed = True
+            noted = bypassed = True
     if device is None:
         raise ValueError(f"{path}: no 'device: NAME, torch X' line")
     return rows, device, versions, bypassed
+
+
+def merge_results(path: Path, entries: list) -> list:
+    """The entries of an existing results file with those of this run put in place of the same
+    member and shape (new ones appended): a run of a few shapes updates the file, it does not
+    replace it."""
+    if not path.exists():
+        return entries
+    try:
+        kept = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{path}: not a JSON results file ({e}); left as it is") from e
+    if not isinstance(kept, list) or not all(isinstance(e, dict) and "member" in e and "shape" in e for e in kept):
+        raise SystemExit(f"{path}: not a list of entries with 'member' and 'shape'; left as it is")
+    fresh = {(e["member"], e["shape"]): e for e in entries}
+    merged = [fresh.pop((e["member"], e["shape"]), e) for e in kept]
+    return merged + list(fresh.values())
 
 
 def utc_iso(text: str) -> str:
@@ -465,7 +491,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.results:
-        entries = results(rows, device, date, versions, bypassed)
+        entries = merge_results(Path(args.results), results(rows, device, date, versions, bypassed))
         Path(args.results).write_text(json.dumps(entries, indent=1) + "\n")
     return 0
 

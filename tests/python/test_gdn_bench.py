@@ -116,6 +116,38 @@ def test_rows_from_log(tmp_path, capsys):
     assert second["check_error"] == "RuntimeError: no oracle"
 
 
+def test_rows_from_a_log_of_several_runs_label_each_baseline_by_its_own_run(tmp_path):
+    # One process without the guard bypass (kda), then one with it (gla): the note precedes the
+    # device line of the process that printed it.
+    row = {"kcv_fwd_ms": 2.0, "kcv_fwdbwd_ms": 8.0, "fla_fwd_ms": 1.0, "fla_fwdbwd_ms": 2.0}
+    device = "device: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, fla-core 0.6.0"
+    log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
+    log.write_text("\n".join([device, json.dumps({"member": "kda", "shape": "B4 T4096 H32", **row}),
+                              LOG.splitlines()[0], device,
+                              json.dumps({"member": "gla", "shape": "B4 T4096 H32", **row})]) + "\n")
+    bench.main(["--rows-from", str(log), "--date", "2026-12-04T10:54Z", "--results", str(out)])
+    kda, gla = json.loads(out.read_text())
+    assert kda["baseline"] == "fla-core 0.6.0 fla.ops.kda.chunk_kda, Triton 3.6.0"
+    assert gla["baseline"].endswith("; gated backward guard bypassed, speed reference only")
+
+
+def test_results_update_an_existing_file_and_keep_its_other_entries(tmp_path):
+    log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
+    log.write_text(LOG)
+    older = [{"member": "gdn", "shape": "B4 T4096 H32", "kcv_ms": 99.0, "date": "old"},
+             {"member": "ssd", "shape": "B4 T4096 H32", "kcv_ms": 7.0, "date": "old"}]
+    out.write_text(json.dumps(older))
+    bench.main(["--rows-from", str(log), "--date", "2026-11-30T17:45Z", "--results", str(out)])
+    entries = json.loads(out.read_text())
+    assert [(e["member"], e["shape"]) for e in entries] == [
+        ("gdn", "B4 T4096 H32"), ("ssd", "B4 T4096 H32"), ("gdn", "B1 T8192 H96")]
+    assert entries[0]["kcv_ms"] == 80.0 and entries[1] == older[1]
+    out.write_text("[{\"member\": \"gdn\"")   # a file cut short is refused and left as it was
+    with pytest.raises(SystemExit, match="not a JSON results file"):
+        bench.main(["--rows-from", str(log), "--date", "2026-11-30T17:45Z", "--results", str(out)])
+    assert out.read_text() == "[{\"member\": \"gdn\""
+
+
 def test_rows_from_an_older_log_says_what_it_lacks(tmp_path):
     log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
     log.write_text("device: NVIDIA H200, torch 2.11.0+cu130\n" + LOG.splitlines()[3].replace("gdn", "gla") + "\n")
