@@ -117,18 +117,20 @@ def test_rows_from_log(tmp_path, capsys):
 
 
 def test_rows_from_a_log_of_several_runs_label_each_baseline_by_its_own_run(tmp_path):
-    # One process without the guard bypass (kda), then one with it (gla): the note precedes the
-    # device line of the process that printed it.
+    # One process without the guard bypass (ssd), then one with it (ssd, and gla, whose fla function
+    # never reaches the guard): the note precedes the device line of the process that printed it.
     row = {"kcv_fwd_ms": 2.0, "kcv_fwdbwd_ms": 8.0, "fla_fwd_ms": 1.0, "fla_fwdbwd_ms": 2.0}
     device = "device: NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, fla-core 0.6.0"
     log, out = tmp_path / "gdn_bench.log", tmp_path / "results.json"
-    log.write_text("\n".join([device, json.dumps({"member": "kda", "shape": "B4 T4096 H32", **row}),
+    log.write_text("\n".join([device, json.dumps({"member": "ssd", "shape": "B4 T4096 H32", **row}),
                               LOG.splitlines()[0], device,
+                              json.dumps({"member": "ssd", "shape": "B1 T8192 H96", **row}),
                               json.dumps({"member": "gla", "shape": "B4 T4096 H32", **row})]) + "\n")
     bench.main(["--rows-from", str(log), "--date", "2026-12-04T10:54Z", "--results", str(out)])
-    kda, gla = json.loads(out.read_text())
-    assert kda["baseline"] == "fla-core 0.6.0 fla.ops.kda.chunk_kda, Triton 3.6.0"
-    assert gla["baseline"].endswith("; gated backward guard bypassed, speed reference only")
+    plain, bypassed, gla = json.loads(out.read_text())
+    assert plain["baseline"] == "fla-core 0.6.0 fla.ops.simple_gla.chunk_simple_gla, Triton 3.6.0"
+    assert bypassed["baseline"].endswith("; gated backward guard bypassed, speed reference only")
+    assert gla["baseline"] == "fla-core 0.6.0 fla.ops.gla.chunk_gla, Triton 3.6.0"
 
 
 def test_results_update_an_existing_file_and_keep_its_other_entries(tmp_path):
