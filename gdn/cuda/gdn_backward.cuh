@@ -231,16 +231,19 @@ __device__ __forceinline__ void load_grad_inputs(const Dims& d, const Workspace&
 
 // After the score gradient through A (dbk_A in s_dqt, dk_A in s_dkt): dbk = dbk_A + e^γ ⊙ dR̃
 // into s_dqt, dk += dk_A + β ⊙ dbk, dγ += e^γ ⊙ (β ⊙ K) ⊙ dR̃ (summed over channels in Acc for a
-// scalar gate); then a barrier.
+// scalar gate); then a barrier. eg: a scalar gate's e^{γ_t} per token, taken once by the caller
+// (the same floats), or null to take them here.
 template <int GATE, class Acc = float>
-__device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, GradTiles G) {
+__device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, GradTiles G,
+                                                  const float* eg = nullptr) {
     const int tid = threadIdx.x, nt = blockDim.x, K = d.K, L = c.L;
     const int GK = GATE == 2 ? K : 1;
+    auto et_at = [&](int t, int i) { return GATE == 1 && eg ? eg[t] : exp_rn(gamma_at<GATE>(G.gam, t, i, K)); };
     for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
         float dbk[kElementBatch], dk[kElementBatch];
         for (int u = 0; u < kElementBatch; ++u) {
             const int e = min(e0 + u * nt, L * K - 1), t = e / K, i = e % K;
-            const float et = exp_rn(gamma_at<GATE>(G.gam, t, i, K));
+            const float et = et_at(t, i);
             dbk[u] = G.s_dqt[e] + et * G.s_drt[e];
             dk[u] = G.s_dk[e] + G.s_dkt[e];
             dk[u] += G.b_s[t] * dbk[u];
@@ -257,7 +260,7 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, Gra
             const int t = e / GK, i0 = e % GK;
             Acc acc = 0;
             for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
-                acc += Acc(exp_rn(gamma_at<GATE>(G.gam, t, i, K)) * G.bk_s[t * K + i]) * G.s_drt[t * K + i];
+                acc += Acc(et_at(t, i) * G.bk_s[t * K + i]) * G.s_drt[t * K + i];
             G.dgam_s[e] += float(acc);
         }
     __syncthreads();
@@ -472,10 +475,12 @@ inline size_t grad_smem_bytes(int K, int gate) {
            (3 * size_t(kChunk) * K + 2 * size_t(kChunk) * GK + GK + kChunk + (gate != 0 ? 4 : 3) * kChunk * kChunk);
 }
 
-// chunk_grad_tc's: grad_smem_bytes, and for the gates without a per-channel factor dO and V as
-// raw values of `elem` bytes (C rows of stride V + 8 each, from the next 16-byte boundary).
+// chunk_grad_tc's: grad_smem_bytes, a scalar gate's C factors e^{γ_t}, and for the gates without
+// a per-channel factor dO and V as raw values of `elem` bytes (C rows of stride V + 8 each, from
+// the next 16-byte boundary).
 inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem) {
-    return grad_smem_bytes(K, gate) + (gate != 2 ? 16 + 2 * elem * kChunk * (size_t(V) + 8) : 0);
+    return grad_smem_bytes(K, gate) + (gate == 1 ? sizeof(float) * kChunk : 0) +
+           (gate != 2 ? 16 + 2 * elem * kChunk * (size_t(V) + 8) : 0);
 }
 
 // dq, dk of query/key head h: the sum over its value heads h·G .. h·G + G − 1, in that order

@@ -247,7 +247,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     // stride V + 8 halves puts each fragment load into distinct banks.
     constexpr bool kStaged = GATE != 2;
     const int ldo = V + 8;
-    TI* const dO_s = aligned16<TI>(G.past);
+    // A scalar gate's e^{γ_t}, one per token (zero from L on), taken once where the element-wise
+    // passes below took it once per element (C·K times each); the same floats.
+    float* const eg_s = G.past;
+    TI* const dO_s = aligned16<TI>(G.past + (GATE == 1 ? kChunk : 0));
     TI* const v_s = dO_s + kChunk * ldo;
     auto beta_at = [&](int t) { return DELTA ? G.b_s[t] : 0.0f; };
     auto dO_at = [&](int t, int j) {
@@ -262,6 +265,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     auto D_at = [&](int t, int j) { return t < L ? G.D[t * V + j] : 0.0f; };
     auto dD_at = [&](int t, int j) { return t < L ? G.dD[t * V + j] : 0.0f; };
     auto gm = [&](int t, int i) { return gamma_at<GATE>(G.gam, t, i, K); };
+    auto eg = [&](int t, int i) {
+        if constexpr (GATE == 1) return eg_s[t];
+        else return exp_rn(gm(t, i));
+    };
     auto kdecay = [&](int t, int i) { return to_end_at<GATE>(G.to_end, t, i, K); };
 
     if constexpr (kStaged) {
@@ -276,6 +283,9 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         }
     }
     load_grad_inputs<GATE, DELTA, TI>(d, w, a, c, G);
+    // Read after the barrier that follows the products below.
+    if constexpr (GATE == 1)
+        for (int t = tid; t < kChunk; t += nt) eg_s[t] = t < L ? exp_rn(G.gam[t]) : 0.0f;
 
     // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ, and
     // dP = scale·tril(dO Δᵀ).
@@ -302,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         float dq[kElementBatch], dk[kElementBatch];
         for (int u = 0; u < kElementBatch; ++u) {
             const int e = min(e0 + u * nt, L * K - 1), t = e / K, i = e % K;
-            dq[u] = G.s_dq[e] + exp_rn(gm(t, i)) * G.s_dqt[e];
+            dq[u] = G.s_dq[e] + eg(t, i) * G.s_dqt[e];
             dk[u] = G.s_dk[e] + kdecay(t, i) * G.s_dkt[e];
         }
         for (int u = 0; u < kElementBatch; ++u) {
@@ -322,10 +332,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
             if (GATE == 2) {
-                G.dgam_s[e] += G.q_s[e] * exp_rn(gm(t, i0)) * G.s_dqt[e];
+                G.dgam_s[e] += G.q_s[e] * eg(t, i0) * G.s_dqt[e];
                 G.dgam_s[e] -= G.k_s[e] * kdecay(t, i0) * G.s_dkt[e];
             } else {
-                const float et = exp_rn(gm(t, 0)), kd = kdecay(t, 0);
+                const float et = eg(t, 0), kd = kdecay(t, 0);
                 const float *qs = G.q_s + t * K, *ks = G.k_s + t * K;
                 const float *dqt = G.s_dqt + t * K, *dkt = G.s_dkt + t * K;
                 auto term = [&](float q, float k, float dq, float dk) {
@@ -379,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     TI* dv = static_cast<TI*>(a.dv);
     if (DELTA) {
         // R̃ = e^γ ⊙ β ⊙ K into G.s_xa (free between the two score gradients).
-        for (int e = tid; e < kChunk * K; e += nt) G.s_xa[e] = e / K < L ? exp_rn(gm(e / K, e % K)) * G.bk_s[e] : 0.0f;
+        for (int e = tid; e < kChunk * K; e += nt) G.s_xa[e] = e / K < L ? eg(e / K, e % K) * G.bk_s[e] : 0.0f;
         __syncthreads();
         // dT = dΔ Ṽᵀ + dW R̃ᵀ with Ṽ = β ⊙ V: the first product over raw V, β applied after it.
         block_mma<4, false, EX>(
@@ -416,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         // Through A (rows b ⊙ k): dbk_A into G.s_dqt, dk_A into G.s_dkt.
         score_gradients<GATE, false, EX>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt, G.dgam_s,
                                          G.s_xa, G.s_ea);
-        combine_through_a<GATE, double>(d, c, G);
+        combine_through_a<GATE, double>(d, c, G, GATE == 1 ? eg_s : nullptr);
         // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {

@@ -164,9 +164,16 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     // T on its lower triangle, zero above (where the inverse kept its scratch).
     for (int e = tid; e < kChunk * kChunk; e += nt)
         w.Tm[sh * kChunk * kChunk + e] = e % kChunk <= e / kChunk ? T_s[e] : 0.0f;
+    // A scalar gate's e^{γ_t}, once per token into g_s (read by nothing from here), where the
+    // right operand below took it once per element; the same floats (γ is zero from L on).
+    if constexpr (GATE == 1) {
+        for (int t = tid; t < kChunk; t += nt) g_s[t] = exp_rn(gam_s[t]);
+        __syncthreads();
+    }
     // The right operand Λ(β ⊙ K) (zero past L, where β ⊙ K is).
     float* r_s = GATE == 2 ? xa_s : bk_s;    // in place where β ⊙ K is read by nothing else from here
-    for (int e = tid; e < kChunk * K; e += nt) r_s[e] = exp_rn(gamma_at<GATE>(gam_s, e / K, e % K, K)) * bk_s[e];
+    for (int e = tid; e < kChunk * K; e += nt)
+        r_s[e] = (GATE == 1 ? g_s[e / K] : exp_rn(gamma_at<GATE>(gam_s, e / K, e % K, K))) * bk_s[e];
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
     auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };
