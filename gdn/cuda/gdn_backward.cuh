@@ -259,8 +259,17 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, Gra
         for (int e = tid; e < L * GK; e += nt) {
             const int t = e / GK, i0 = e % GK;
             Acc acc = 0;
-            for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
-                acc += Acc(et_at(t, i) * G.bk_s[t * K + i]) * G.s_drt[t * K + i];
+            const float *bk = G.bk_s + t * K, *drt = G.s_drt + t * K;
+            if (GATE == 1 && K % 4 == 0 && aligned_for_load4(bk, drt)) {   // a scalar gate's row, as below
+#pragma unroll 4
+                for (int i = 0; i < K; i += 4) {
+                    const Floats4 b4 = load4(bk + i), r4 = load4(drt + i);
+                    for (int u = 0; u < 4; ++u) acc += Acc(et_at(t, i + u) * b4.x[u]) * r4.x[u];
+                }
+            } else {
+                for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
+                    acc += Acc(et_at(t, i) * bk[i]) * drt[i];
+            }
             G.dgam_s[e] += float(acc);
         }
     __syncthreads();

@@ -431,8 +431,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {
             float acc = 0.0f;
-            for (int j = 0; j < V; ++j) acc += v_at(t, j) * s_dvt[t * V + j];
-            for (int i = 0; i < K; ++i) acc += G.k_s[t * K + i] * G.s_dqt[t * K + i];
+            const float *dvt = s_dvt + size_t(t) * V, *ks = G.k_s + t * K, *dbk = G.s_dqt + t * K;
+            if (V % 4 == 0 && K % 4 == 0 && aligned_for_load4(dvt, ks, dbk)) {   // the same terms, same order
+#pragma unroll 4
+                for (int j = 0; j < V; j += 4) {
+                    const Floats4 x4 = load4(dvt + j);
+                    for (int u = 0; u < 4; ++u) acc += v_at(t, j + u) * x4.x[u];
+                }
+#pragma unroll 4
+                for (int i = 0; i < K; i += 4) {
+                    const Floats4 k4 = load4(ks + i), b4 = load4(dbk + i);
+                    for (int u = 0; u < 4; ++u) acc += k4.x[u] * b4.x[u];
+                }
+            } else {
+                for (int j = 0; j < V; ++j) acc += v_at(t, j) * dvt[j];
+                for (int i = 0; i < K; ++i) acc += ks[i] * dbk[i];
+            }
             dbeta[size_t(c.row0 + t) * d.HV + hv] = from_float<TI>(acc);
         }
     } else {
