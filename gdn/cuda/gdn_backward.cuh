@@ -238,7 +238,9 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, Gra
                                                   const float* eg = nullptr) {
     const int tid = threadIdx.x, nt = blockDim.x, K = d.K, L = c.L;
     const int GK = GATE == 2 ? K : 1;
-    auto et_at = [&](int t, int i) { return GATE == 1 && eg ? eg[t] : exp_rn(gamma_at<GATE>(G.gam, t, i, K)); };
+    auto et_at = [&](int t, int i) {
+        return eg ? exp_gamma<GATE>(eg, G.gam, t, i, K) : exp_rn(gamma_at<GATE>(G.gam, t, i, K));
+    };
     for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
         float dbk[kElementBatch], dk[kElementBatch];
         for (int u = 0; u < kElementBatch; ++u) {
@@ -260,16 +262,9 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, Gra
             const int t = e / GK, i0 = e % GK;
             Acc acc = 0;
             const float *bk = G.bk_s + t * K, *drt = G.s_drt + t * K;
-            if (GATE == 1 && K % 4 == 0 && aligned_for_load4(bk, drt)) {   // a scalar gate's row, as below
-#pragma unroll 4
-                for (int i = 0; i < K; i += 4) {
-                    const Floats4 b4 = load4(bk + i), r4 = load4(drt + i);
-                    for (int u = 0; u < 4; ++u) acc += Acc(et_at(t, i + u) * b4.x[u]) * r4.x[u];
-                }
-            } else {
-                for (int i = (GATE == 2 ? i0 : 0); i < (GATE == 2 ? i0 + 1 : K); ++i)
-                    acc += Acc(et_at(t, i) * bk[i]) * drt[i];
-            }
+            auto term = [&](int i, float b, float r) { acc += Acc(et_at(t, i) * b) * r; };
+            if (GATE == 1) walk_rows(K, term, bk, drt);   // a scalar gate sums its row
+            else term(i0, bk[i0], drt[i0]);
             G.dgam_s[e] += float(acc);
         }
     __syncthreads();

@@ -265,10 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     auto D_at = [&](int t, int j) { return t < L ? G.D[t * V + j] : 0.0f; };
     auto dD_at = [&](int t, int j) { return t < L ? G.dD[t * V + j] : 0.0f; };
     auto gm = [&](int t, int i) { return gamma_at<GATE>(G.gam, t, i, K); };
-    auto eg = [&](int t, int i) {
-        if constexpr (GATE == 1) return eg_s[t];
-        else return exp_rn(gm(t, i));
-    };
+    auto eg = [&](int t, int i) { return exp_gamma<GATE>(eg_s, G.gam, t, i, K); };
     auto kdecay = [&](int t, int i) { return to_end_at<GATE>(G.to_end, t, i, K); };
 
     if constexpr (kStaged) {
@@ -343,15 +340,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
                     return double(qt) * dq - double(kt) * dk;
                 };
                 double acc = 0.0;
-                if (K % 4 == 0 && aligned_for_load4(qs, ks, dqt, dkt)) {   // the same terms, same order
-#pragma unroll 4
-                    for (int i = 0; i < K; i += 4) {
-                        const Floats4 q4 = load4(qs + i), k4 = load4(ks + i), a4 = load4(dqt + i), b4 = load4(dkt + i);
-                        for (int u = 0; u < 4; ++u) acc += term(q4.x[u], k4.x[u], a4.x[u], b4.x[u]);
-                    }
-                } else {
-                    for (int i = 0; i < K; ++i) acc += term(qs[i], ks[i], dqt[i], dkt[i]);
-                }
+                walk_rows(K, [&](int, float q, float k, float dq, float dk) { acc += term(q, k, dq, dk); }, qs, ks,
+                          dqt, dkt);
                 G.dgam_s[e] += float(acc);
             }
         }
@@ -363,16 +353,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         for (int i = nt - 1 - tid; i < K; i += nt) {
             double kk = 0.0, ss = 0.0;
             for (int t = 0; t < L; ++t) kk += double(G.k_s[t * K + i] * kdecay(t, i)) * G.s_dkt[t * K + i];
-            const float *dSi = G.dS + size_t(i) * V, *S0i = G.S0 + size_t(i) * V;
-            if (V % 4 == 0 && aligned_for_load4(dSi, S0i)) {   // as above: row i is this thread's alone
-#pragma unroll 4
-                for (int j = 0; j < V; j += 4) {
-                    const Floats4 a4 = load4(dSi + j), b4 = load4(S0i + j);
-                    for (int u = 0; u < 4; ++u) ss += double(a4.x[u]) * b4.x[u];
-                }
-            } else {
-                for (int j = 0; j < V; ++j) ss += double(dSi[j]) * S0i[j];
-            }
+            walk_rows(V, [&](int, float a, float b) { ss += double(a) * b; }, G.dS + size_t(i) * V,
+                      G.S0 + size_t(i) * V);   // row i is this thread's alone
             dend[i] = kk + double(exp_rn(gm(L - 1, i))) * ss;
         }
         __syncthreads();
@@ -431,22 +413,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         TI* dbeta = static_cast<TI*>(a.dbeta);
         for (int t = tid; t < L; t += nt) {
             float acc = 0.0f;
-            const float *dvt = s_dvt + size_t(t) * V, *ks = G.k_s + t * K, *dbk = G.s_dqt + t * K;
-            if (V % 4 == 0 && K % 4 == 0 && aligned_for_load4(dvt, ks, dbk)) {   // the same terms, same order
-#pragma unroll 4
-                for (int j = 0; j < V; j += 4) {
-                    const Floats4 x4 = load4(dvt + j);
-                    for (int u = 0; u < 4; ++u) acc += v_at(t, j + u) * x4.x[u];
-                }
-#pragma unroll 4
-                for (int i = 0; i < K; i += 4) {
-                    const Floats4 k4 = load4(ks + i), b4 = load4(dbk + i);
-                    for (int u = 0; u < 4; ++u) acc += k4.x[u] * b4.x[u];
-                }
-            } else {
-                for (int j = 0; j < V; ++j) acc += v_at(t, j) * dvt[j];
-                for (int i = 0; i < K; ++i) acc += ks[i] * dbk[i];
-            }
+            walk_rows(V, [&](int j, float x) { acc += v_at(t, j) * x; }, s_dvt + size_t(t) * V);
+            walk_rows(K, [&](int, float k, float b) { acc += k * b; }, G.k_s + t * K, G.s_dqt + t * K);
             dbeta[size_t(c.row0 + t) * d.HV + hv] = from_float<TI>(acc);
         }
     } else {

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "gdn_cuda.h"
 
@@ -538,6 +539,27 @@ __device__ __forceinline__ Floats4 load4(const float* p) {
     return {{v.x, v.y, v.z, v.w}};
 }
 #endif
+
+// f(i, p0[i], p1[i], …) for i = 0 … n − 1 in increasing order: rows that a thread walks alone, by
+// 16-byte loads where n is a multiple of four and every row is 16-byte aligned, else one float at
+// a time. The same values reach f in the same order either way, so a sum that f keeps has the same
+// bits.
+template <size_t... J, class F>
+__device__ __forceinline__ void call_at_lane(std::index_sequence<J...>, F& f, int i, const Floats4* v, int u) {
+    f(i, v[J].x[u]...);
+}
+template <class F, class... P>
+__device__ __forceinline__ void walk_rows(int n, F&& f, const P*... p) {
+    if (n % 4 == 0 && aligned_for_load4(p...)) {
+#pragma unroll 4
+        for (int i = 0; i < n; i += 4) {
+            const Floats4 v[] = {load4(p + i)...};
+            for (int u = 0; u < 4; ++u) call_at_lane(std::index_sequence_for<P...>{}, f, i + u, v, u);
+        }
+    } else {
+        for (int i = 0; i < n; ++i) f(i, p[i]...);
+    }
+}
 
 // The first 16-byte boundary at or after p, as a T*: where a tile that copy_rows fills by 16-byte
 // copies starts, past the float tiles before it (its size counts 16 bytes of slack).

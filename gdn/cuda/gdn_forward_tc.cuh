@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     // The right operand Λ(β ⊙ K) (zero past L, where β ⊙ K is).
     float* r_s = GATE == 2 ? xa_s : bk_s;    // in place where β ⊙ K is read by nothing else from here
     for (int e = tid; e < kChunk * K; e += nt)
-        r_s[e] = (GATE == 1 ? g_s[e / K] : exp_rn(gamma_at<GATE>(gam_s, e / K, e % K, K))) * bk_s[e];
+        r_s[e] = exp_gamma<GATE>(g_s, gam_s, e / K, e % K, K) * bk_s[e];
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
     auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };

@@ -536,20 +536,13 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
         // In float64, where each product and difference is exact: the row's terms nearly cancel
         // the column's over the chunk (dg_t sums them from t on), so a float32 sum's rounding
         // would be what is left.
-        // One thread per row: 16-byte loads where the rows allow them (load4), the same terms in
-        // the same order.
+        // One thread per row, walked by walk_rows (16-byte loads where the rows allow them), the same
+        // terms in the same order.
         for (int t = threadIdx.x; t < L; t += blockDim.x) {
-            const float *xt = x + t * K, *gxt = gx + t * K, *kt = k + t * K, *gkt = gk + t * K;
             double acc = 0.0;
-            if (K % 4 == 0 && aligned_for_load4(xt, gxt, kt, gkt)) {
-#pragma unroll 4
-                for (int i = 0; i < K; i += 4) {
-                    const Floats4 x4 = load4(xt + i), gx4 = load4(gxt + i), k4 = load4(kt + i), gk4 = load4(gkt + i);
-                    for (int u = 0; u < 4; ++u) acc += double(x4.x[u]) * gx4.x[u] - double(k4.x[u]) * gk4.x[u];
-                }
-            } else {
-                for (int i = 0; i < K; ++i) acc += double(xt[i]) * gxt[i] - double(kt[i]) * gkt[i];
-            }
+            walk_rows(
+                K, [&](int, float xi, float gxi, float ki, float gki) { acc += double(xi) * gxi - double(ki) * gki; },
+                x + t * K, gx + t * K, k + t * K, gk + t * K);
             dgam[t] += float(acc);
         }
     }
