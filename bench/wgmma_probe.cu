@@ -31,6 +31,15 @@
 //   T  throughput: 2 CTAs per SM, one warpgroup each, looping wgmma m64n256k16 bf16 (and m64n128k8
 //      tf32) on operands resident in shared memory; TFLOP/s, median of 7 timed runs after a warm-up,
 //      and the ratio to the H200's nominal dense peaks (989 bf16, 494 tf32).
+//   S  the float32-accurate products of the recurrence kernels (gdn/cuda/gdn_mma.cuh) through wgmma:
+//      per 8-wide k step, five tf32 m64n64k8 products of the operands' remainders chained into two
+//      accumulators of their own and one of the high parts into a zeroed accumulator, which is then
+//      added to the float32 sum (so that the tensor cores' truncating sums never carry the result
+//      across k steps). That addition needs the product done: a wait per k step, or per P k steps
+//      with P zeroed accumulators, or the high products committed as a group of their own so that
+//      the remainders' chain runs on while the sum is added. Rates of each, 2 CTAs per SM, against
+//      the same six products a k step issued with no wait inside the loop: what a wgmma port that
+//      keeps float32 accuracy could reach. Throughput only; the operands are not checked.
 //   M  TMA bandwidth: 1 GiB of bf16 streamed through a 6-stage ring in shared memory (one producer
 //      thread, four consumer warps summing the words so the loads are live, full/empty mbarriers),
 //      GB/s next to plain vector loads and cudaMemcpy device-to-device; the sums are checked against
@@ -536,6 +545,105 @@ __global__ void __launch_bounds__(128) tf32_rate_kernel(int iters, float* out) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) s += d[i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+// D (64×64 f32) = A (64×8 tf32, smem) · B (64×8 tf32, smem)ᵀ + (scale_d ? D : 0).
+#define KCV_D32                                                                                  \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+__device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {" KCV_D32 "}, %32, %33, p, 1, 1;\n"
+        "}\n"
+        : KCV_F8(d, 0), KCV_F8(d, 8), KCV_F8(d, 16), KCV_F8(d, 24)
+        : "l"(da), "l"(db), "r"(scale_d)
+        : "memory");
+}
+
+// Case S. Six 64×32 tf32 tiles (A's high part, remainder and second remainder, then B's), each 64
+// rows of 128 bytes; an iteration is four k steps of eight. MODE 0: the six products of each k step
+// chained with no wait inside the iteration (the issue rate's ceiling; one wait per iteration as in
+// the T loop). MODE 1: P k steps' high products into P zeroed accumulators and their remainders'
+// chain, one commit, a full wait, then the P partial sums added to the float32 sum in k order.
+// MODE 2: the same, the high products committed first and the chain second, waiting only for the
+// first group, so the chain overlaps the additions and the next steps' issue.
+constexpr uint32_t kSplitTile = 64 * 128;
+template <int MODE, int P>
+__global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* base = align_1024(smem_raw);
+    float* words = reinterpret_cast<float*>(base);
+    for (uint32_t i = threadIdx.x; i < 6 * kSplitTile / 4; i += blockDim.x) words[i] = small_value(i + blockIdx.x);
+    fence_proxy_async_smem();
+    __syncthreads();
+    const uint64_t ahi = desc_k_sw128(smem_u32(base)), alo = desc_k_sw128(smem_u32(base + kSplitTile)),
+                   alo2 = desc_k_sw128(smem_u32(base + 2 * kSplitTile)),
+                   bhi = desc_k_sw128(smem_u32(base + 3 * kSplitTile)),
+                   blo = desc_k_sw128(smem_u32(base + 4 * kSplitTile)),
+                   blo2 = desc_k_sw128(smem_u32(base + 5 * kSplitTile));
+    float acc[32], low[32], low2[32], part[P][32];
+#pragma unroll
+    for (int r = 0; r < 32; ++r) {
+        acc[r] = low[r] = low2[r] = 0.0f;
+#pragma unroll
+        for (int p = 0; p < P; ++p) part[p][r] = 0.0f;
+    }
+    fence_operands(acc);
+    fence_operands(low);
+    fence_operands(low2);
+#pragma unroll
+    for (int p = 0; p < P; ++p) fence_operands(part[p]);
+    // The remainders' products of k step k, in gdn_mma.cuh's order.
+    auto chain = [&](int k) {
+        const uint64_t o = 2 * k;   // 32 bytes a k step, in the descriptor's 16-byte units
+        wgmma_m64n64k8_tf32_ss(low, alo + o, bhi + o, 1);
+        wgmma_m64n64k8_tf32_ss(low, alo2 + o, bhi + o, 1);
+        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo + o, 1);
+        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo2 + o, 1);
+        wgmma_m64n64k8_tf32_ss(low2, alo + o, blo + o, 1);
+    };
+    for (int it = 0; it < iters; ++it) {
+        if constexpr (MODE == 0) {
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                chain(k);
+                wgmma_m64n64k8_tf32_ss(acc, ahi + 2 * k, bhi + 2 * k, 1);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+        } else {
+#pragma unroll
+            for (int k0 = 0; k0 < 4; k0 += P) {
+                wgmma_fence();
+#pragma unroll
+                for (int p = 0; p < P; ++p) wgmma_m64n64k8_tf32_ss(part[p], ahi + 2 * (k0 + p), bhi + 2 * (k0 + p), 0);
+                if (MODE == 2) wgmma_commit();
+#pragma unroll
+                for (int p = 0; p < P; ++p) chain(k0 + p);
+                wgmma_commit();
+                if (MODE == 2) wgmma_wait<1>();
+                else wgmma_wait<0>();
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    fence_operands(part[p]);
+#pragma unroll
+                    for (int r = 0; r < 32; ++r) acc[r] += part[p][r];
+                }
+            }
+        }
+    }
+    wgmma_wait<0>();
+    fence_operands(acc);
+    fence_operands(low);
+    fence_operands(low2);
+    float s = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 32; ++r) s += acc[r] + (low[r] + low2[r] * 0x1p-13f) * 0x1p-13f;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;  // keeps the work live
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1082,6 +1190,36 @@ void throughput(int sms) {
     CHECK(cudaFree(out));
 }
 
+// Case S: rates of the float32-accurate product's schedules. "useful" counts one 64×64×8 product
+// per k step (the product the six stand for); "issued" all six.
+template <int MODE, int P>
+void split_rate(int grid, float* out, const char* name, double& ceiling) {
+    g_stage = name;
+    CHECK(cudaFuncSetAttribute(split_rate_kernel<MODE, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRateSmem));
+    const float ms = median_ms([&] { split_rate_kernel<MODE, P><<<grid, 128, kRateSmem>>>(kRateIters, out); });
+    const double useful = double(grid) * kRateIters * 4 * 2.0 * 64 * 64 * 8 / (ms * 1e-3) / 1e12;
+    if (MODE == 0) ceiling = useful;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "useful %.1f TFLOP/s, issued %.1f, %.2f of the no-wait rate (%.2f ms)", useful,
+                  6 * useful, useful / ceiling, ms);
+    record(name, false, true, "", buf);
+}
+
+void split_throughput(int sms) {
+    static_assert(1024 + 6 * kSplitTile <= kRateSmem, "split operands must fit the shared memory asked for");
+    float* out = nullptr;
+    const int grid = 2 * sms;
+    CHECK(cudaMalloc(&out, static_cast<size_t>(grid) * 128 * sizeof(float)));
+    double ceiling = 0;
+    split_rate<0, 1>(grid, out, "S split tf32 m64n64k8, no wait in the loop", ceiling);
+    split_rate<1, 1>(grid, out, "S split, wait every k step", ceiling);
+    split_rate<1, 2>(grid, out, "S split, wait every 2 k steps", ceiling);
+    split_rate<1, 4>(grid, out, "S split, wait every 4 k steps", ceiling);
+    split_rate<2, 1>(grid, out, "S split, high first, chain overlapped", ceiling);
+    split_rate<2, 2>(grid, out, "S split, 2 high first, chain overlapped", ceiling);
+    CHECK(cudaFree(out));
+}
+
 void tma_bandwidth(EncodeTiledFn encode, int sms) {
     g_stage = "M TMA stream";
     const size_t bytes = kStreamCols * kStreamRows * 2, words = bytes / 4;
@@ -1167,6 +1305,7 @@ int main() {
     case_c(encode, rng);
     case_r(encode);
     throughput(prop.multiProcessorCount);
+    split_throughput(prop.multiProcessorCount);
     tma_bandwidth(encode, prop.multiProcessorCount);
 
     bool all = true;
