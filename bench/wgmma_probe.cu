@@ -37,9 +37,10 @@
 //      added to the float32 sum (so that the tensor cores' truncating sums never carry the result
 //      across k steps). That addition needs the product done: a wait per k step, or per P k steps
 //      with P zeroed accumulators, or the high products committed as a group of their own so that
-//      the remainders' chain runs on while the sum is added. Rates of each, 2 CTAs per SM, against
-//      the same six products a k step issued with no wait inside the loop: what a wgmma port that
-//      keeps float32 accuracy could reach. Throughput only; the operands are not checked.
+//      the remainders' chain runs on while the sum is added. Rates of each, with two CTAs and with
+//      one CTA per SM, against the same six products a k step issued with no wait inside the loop:
+//      what a wgmma port that keeps float32 accuracy could reach. Throughput only; the operands are
+//      not checked.
 //   M  TMA bandwidth: 1 GiB of bf16 streamed through a 6-stage ring in shared memory (one producer
 //      thread, four consumer warps summing the words so the loads are live, full/empty mbarriers),
 //      GB/s next to plain vector loads and cudaMemcpy device-to-device; the sums are checked against
@@ -1192,11 +1193,13 @@ void throughput(int sms) {
 
 // Case S: rates of the float32-accurate product's schedules. "useful" counts one 64×64×8 product
 // per k step (the product the six stand for); "issued" all six.
+// smem: kRateSmem lands two CTAs on an SM; kSplitOneSmem one.
+constexpr int kSplitOneSmem = 120 * 1024;
 template <int MODE, int P>
-void split_rate(int grid, float* out, const char* name, double& ceiling) {
+void split_rate(int grid, int smem, float* out, const char* name, double& ceiling) {
     g_stage = name;
-    CHECK(cudaFuncSetAttribute(split_rate_kernel<MODE, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRateSmem));
-    const float ms = median_ms([&] { split_rate_kernel<MODE, P><<<grid, 128, kRateSmem>>>(kRateIters, out); });
+    CHECK(cudaFuncSetAttribute(split_rate_kernel<MODE, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const float ms = median_ms([&] { split_rate_kernel<MODE, P><<<grid, 128, smem>>>(kRateIters, out); });
     const double useful = double(grid) * kRateIters * 4 * 2.0 * 64 * 64 * 8 / (ms * 1e-3) / 1e12;
     if (MODE == 0) ceiling = useful;
     char buf[200];
@@ -1211,12 +1214,18 @@ void split_throughput(int sms) {
     const int grid = 2 * sms;
     CHECK(cudaMalloc(&out, static_cast<size_t>(grid) * 128 * sizeof(float)));
     double ceiling = 0;
-    split_rate<0, 1>(grid, out, "S split tf32 m64n64k8, no wait in the loop", ceiling);
-    split_rate<1, 1>(grid, out, "S split, wait every k step", ceiling);
-    split_rate<1, 2>(grid, out, "S split, wait every 2 k steps", ceiling);
-    split_rate<1, 4>(grid, out, "S split, wait every 4 k steps", ceiling);
-    split_rate<2, 1>(grid, out, "S split, high first, chain overlapped", ceiling);
-    split_rate<2, 2>(grid, out, "S split, 2 high first, chain overlapped", ceiling);
+    split_rate<0, 1>(grid, kRateSmem, out, "S split tf32 m64n64k8, no wait in the loop", ceiling);
+    split_rate<1, 1>(grid, kRateSmem, out, "S split, wait every k step", ceiling);
+    split_rate<1, 2>(grid, kRateSmem, out, "S split, wait every 2 k steps", ceiling);
+    split_rate<1, 4>(grid, kRateSmem, out, "S split, wait every 4 k steps", ceiling);
+    split_rate<2, 1>(grid, kRateSmem, out, "S split, high first, chain overlapped", ceiling);
+    split_rate<2, 2>(grid, kRateSmem, out, "S split, 2 high first, chain overlapped", ceiling);
+    // One CTA per SM, as the recurrence kernels' heavy kernels run: no other CTA fills a wait.
+    split_rate<0, 1>(sms, kSplitOneSmem, out, "S 1 CTA/SM: no wait in the loop", ceiling);
+    split_rate<1, 1>(sms, kSplitOneSmem, out, "S 1 CTA/SM: wait every k step", ceiling);
+    split_rate<1, 4>(sms, kSplitOneSmem, out, "S 1 CTA/SM: wait every 4 k steps", ceiling);
+    split_rate<2, 1>(sms, kSplitOneSmem, out, "S 1 CTA/SM: high first, chain overlapped", ceiling);
+    split_rate<2, 2>(sms, kSplitOneSmem, out, "S 1 CTA/SM: 2 high first, chain overlapped", ceiling);
     CHECK(cudaFree(out));
 }
 
