@@ -31,6 +31,13 @@
 //   T  throughput: 2 CTAs per SM, one warpgroup each, looping wgmma m64n256k16 bf16 (and m64n128k8
 //      tf32) on operands resident in shared memory; TFLOP/s, median of 7 timed runs after a warm-up,
 //      and the ratio to the H200's nominal dense peaks (989 bf16, 494 tf32).
+//   P  the recurrence kernels' float32-accurate product (gdn/cuda/gdn_mma.cuh's block_mma: every
+//      operand split on a grid shared by a row's eight values of a k step, five remainder products
+//      and the high product added to the float32 sum per k step) ported to wgmma m64n64k8 from
+//      shared memory, the split operands written there in the 128-byte swizzle, against block_mma
+//      itself on the same float32 inputs: are the 4,096 outputs the same bits? A wgmma version of
+//      the kernels could then be checked against today's by the digests of every output. A control
+//      that accumulates the high products across k in wgmma, as a plain GEMM would, must differ.
 //   S  the float32-accurate products of the recurrence kernels (gdn/cuda/gdn_mma.cuh) through wgmma:
 //      per 8-wide k step, five tf32 m64n64k8 products of the operands' remainders chained into two
 //      accumulators of their own and one of the high parts into a zeroed accumulator, which is then
@@ -52,10 +59,13 @@
 //
 // Exit status 0 only if every correctness case passes. Needs sm_90a (H100/H200); no library beyond
 // the CUDA runtime: cuTensorMapEncodeTiled is taken through the runtime's driver entry point, so no
-// -lcuda.
+// -lcuda. Built as the kernels are, without contraction (-fmad=false), so that case P's block_mma
+// is the kernels' own (their header is included by a path relative to this file).
 //
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/wgmma_probe.cu -o wgmma_probe
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -fmad=false bench/wgmma_probe.cu -o wgmma_probe
 //   ./wgmma_probe
+#include "../gdn/cuda/gdn_mma.cuh"  // block_mma and its split, for case P
+
 #include <cuda.h>  // CUtensorMap and the enums of cuTensorMapEncodeTiled; types only, nothing linked
 #include <cuda_runtime.h>
 
@@ -647,6 +657,94 @@ __global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) 
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;  // keeps the work live
 }
 
+// Case P. A (64×32) and Bᵀ (64×32), row-major float32 in global memory; D = A·B (64×64).
+constexpr int kPortK = 32;
+
+// block_mma, as the kernels call it: four warps, two row tiles and four column tiles a warp.
+__global__ void __launch_bounds__(128) port_reference_kernel(const float* a, const float* bt, float* out) {
+    kcv::gdn::cuda::block_mma<4, false, false, 2>(
+        64, 64, kPortK, [&](int m, int k) { return a[m * kPortK + k]; },
+        [&](int k, int n) { return bt[n * kPortK + k]; }, [&](int m, int n, float v) { out[m * 64 + n] = v; });
+}
+
+// Byte offset of element (row r, k) of a K-major tile of 32 floats a row in the 128-byte swizzle:
+// the row's 16-byte chunk k/4 moved to chunk (k/4) xor (r mod 8).
+__device__ __forceinline__ uint32_t sw128_offset(int r, int k) {
+    return r * 128 + ((((k >> 2) ^ r) & 7) << 4) + ((k & 3) << 2);
+}
+
+// The same product on wgmma: each row of A and of Bᵀ split per k step on block_mma's grid (the
+// largest |x| of the row's eight values, quad_grid's rounding constant) into hi, lo, lo2 tiles;
+// then per k step the remainders' chain (block_mma's order) and the high product into a zeroed
+// accumulator, added to the float32 sum after it completes. RUNNING, a control that must differ:
+// the high products accumulated across k in wgmma's own accumulator, as a plain GEMM would.
+template <bool RUNNING>
+__global__ void __launch_bounds__(128) port_wgmma_kernel(const float* a, const float* bt, float* out) {
+    namespace g = kcv::gdn::cuda;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* base = align_1024(smem_raw);   // ahi, alo, alo2, bhi, blo, blo2: 8 KiB each
+    for (int task = threadIdx.x; task < 2 * 64 * (kPortK / 8); task += blockDim.x) {
+        const int which = task / (64 * (kPortK / 8)), r = task / (kPortK / 8) % 64, k0 = task % (kPortK / 8) * 8;
+        const float* row = (which == 0 ? a : bt) + r * kPortK + k0;
+        uint32_t m = 0;
+        for (int k = 0; k < 8; ++k) m = max(m, __float_as_uint(row[k]) & 0x7FFFFFFFu);
+        const uint32_t field = min(max(m >> 23, 1u), 240u);
+        const float grid = __uint_as_float(((field + 14u) << 23) | 0x400000u);
+        uint8_t* tiles = base + which * 3 * kSplitTile;
+        for (int k = 0; k < 8; ++k) {
+            uint32_t hi, lo, lo2;
+            g::split_on_grid<false>(row[k], grid, hi, lo, lo2);
+            const uint32_t at = sw128_offset(r, k0 + k);
+            *reinterpret_cast<uint32_t*>(tiles + at) = hi;
+            *reinterpret_cast<uint32_t*>(tiles + kSplitTile + at) = lo;
+            *reinterpret_cast<uint32_t*>(tiles + 2 * kSplitTile + at) = lo2;
+        }
+    }
+    fence_proxy_async_smem();
+    __syncthreads();
+    const uint64_t ahi = desc_k_sw128(smem_u32(base)), alo = desc_k_sw128(smem_u32(base + kSplitTile)),
+                   alo2 = desc_k_sw128(smem_u32(base + 2 * kSplitTile)),
+                   bhi = desc_k_sw128(smem_u32(base + 3 * kSplitTile)),
+                   blo = desc_k_sw128(smem_u32(base + 4 * kSplitTile)),
+                   blo2 = desc_k_sw128(smem_u32(base + 5 * kSplitTile));
+    float acc[32], low[32], low2[32], part[32];
+#pragma unroll
+    for (int r = 0; r < 32; ++r) acc[r] = low[r] = low2[r] = 0.0f, part[r] = kGarbage;
+    fence_operands(acc);
+    fence_operands(low);
+    fence_operands(low2);
+    fence_operands(part);
+#pragma unroll
+    for (int k = 0; k < kPortK / 8; ++k) {
+        const uint64_t o = 2 * k;
+        wgmma_fence();
+        if (RUNNING) wgmma_m64n64k8_tf32_ss(acc, ahi + o, bhi + o, k > 0);
+        else wgmma_m64n64k8_tf32_ss(part, ahi + o, bhi + o, 0);
+        wgmma_commit();
+        wgmma_m64n64k8_tf32_ss(low, alo + o, bhi + o, 1);
+        wgmma_m64n64k8_tf32_ss(low, alo2 + o, bhi + o, 1);
+        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo + o, 1);
+        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo2 + o, 1);
+        wgmma_m64n64k8_tf32_ss(low2, alo + o, blo + o, 1);
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (!RUNNING) {
+            fence_operands(part);
+#pragma unroll
+            for (int r = 0; r < 32; ++r) acc[r] = __fadd_rn(acc[r], part[r]);
+        }
+    }
+    wgmma_wait<0>();
+    fence_operands(acc);
+    fence_operands(low);
+    fence_operands(low2);
+    float d[32];
+#pragma unroll
+    for (int r = 0; r < 32; ++r)
+        d[r] = __fadd_rn(acc[r], __fmul_rn(__fadd_rn(low[r], __fmul_rn(low2[r], g::kLowUnscale)), g::kLowUnscale));
+    store_accumulators(d, out);
+}
+
 // ---------------------------------------------------------------------------------------------
 // TMA bandwidth: a 2-D bf16 tensor streamed through a ring of shared-memory stages.
 // ---------------------------------------------------------------------------------------------
@@ -1229,6 +1327,68 @@ void split_throughput(int sms) {
     CHECK(cudaFree(out));
 }
 
+// Case P: trials of random float32 operands, each row scaled by its own power of two (2^-40 to
+// 2^40, some rows zero, some values subnormal), through both kernels; every output compared bit
+// for bit.
+void case_p(std::mt19937_64& rng) {
+    g_stage = "P block_mma on wgmma";
+    constexpr int kPortSmem = 1024 + 6 * kSplitTile;
+    CHECK(cudaFuncSetAttribute(port_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
+    CHECK(cudaFuncSetAttribute(port_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> expo(-40, 40), pick(0, 15);
+    const size_t n_in = 64 * kPortK;
+    float *da = nullptr, *db = nullptr, *dref = nullptr, *dport = nullptr, *drun = nullptr;
+    CHECK(cudaMalloc(&da, n_in * sizeof(float)));
+    CHECK(cudaMalloc(&db, n_in * sizeof(float)));
+    CHECK(cudaMalloc(&dref, 64 * 64 * sizeof(float)));
+    CHECK(cudaMalloc(&dport, 64 * 64 * sizeof(float)));
+    CHECK(cudaMalloc(&drun, 64 * 64 * sizeof(float)));
+    constexpr int kTrials = 64;
+    long differing = 0, compared = 0, running_differ = 0;
+    int first_trial = -1, first_at = -1;
+    float first_ref = 0, first_port = 0;
+    for (int trial = 0; trial < kTrials; ++trial) {
+        std::vector<float> a(n_in), bt(n_in);
+        for (std::vector<float>* x : {&a, &bt})
+            for (int r = 0; r < 64; ++r) {
+                const int kind = pick(rng);
+                const float scale = std::ldexp(1.0f, kind == 0 ? -140 : expo(rng));   // kind 0: subnormal
+                for (int k = 0; k < kPortK; ++k)
+                    (*x)[r * kPortK + k] = kind == 1 ? 0.0f : (trial == 0 ? 1.0f : normal(rng)) * scale;
+            }
+        CHECK(cudaMemcpy(da, a.data(), n_in * sizeof(float), cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(db, bt.data(), n_in * sizeof(float), cudaMemcpyHostToDevice));
+        port_reference_kernel<<<1, 128>>>(da, db, dref);
+        port_wgmma_kernel<false><<<1, 128, kPortSmem>>>(da, db, dport);
+        port_wgmma_kernel<true><<<1, 128, kPortSmem>>>(da, db, drun);
+        CHECK(cudaGetLastError());
+        std::vector<float> ref(64 * 64), port(64 * 64), run(64 * 64);
+        CHECK(cudaMemcpy(run.data(), drun, run.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(ref.data(), dref, ref.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(port.data(), dport, port.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < ref.size(); ++i) running_differ += std::memcmp(&ref[i], &run[i], sizeof(float)) != 0;
+        for (size_t i = 0; i < ref.size(); ++i, ++compared)
+            if (std::memcmp(&ref[i], &port[i], sizeof(float)) != 0) {
+                if (first_trial < 0) first_trial = trial, first_at = static_cast<int>(i), first_ref = ref[i],
+                                     first_port = port[i];
+                ++differing;
+            }
+    }
+    for (float* p : {da, db, dref, dport, drun}) CHECK(cudaFree(p));
+    char buf[200];
+    if (differing == 0) {
+        std::snprintf(buf, sizeof buf, "0 of %ld outputs differ (%d trials of 64×64×%d)", compared, kTrials, kPortK);
+    } else {
+        std::snprintf(buf, sizeof buf, "%ld of %ld differ; first: trial %d, row %d col %d, block_mma %.9g, wgmma %.9g",
+                      differing, compared, first_trial, first_at / 64, first_at % 64, first_ref, first_port);
+    }
+    record("P block_mma's split product on wgmma, bit for bit", true, differing == 0, "", buf);
+    // The control: the comparison can tell schedules apart only if this one differs somewhere.
+    std::snprintf(buf, sizeof buf, "%ld of %ld outputs differ from block_mma's", running_differ, compared);
+    record("P control: high products accumulated in wgmma", true, running_differ > 0, "", buf);
+}
+
 void tma_bandwidth(EncodeTiledFn encode, int sms) {
     g_stage = "M TMA stream";
     const size_t bytes = kStreamCols * kStreamRows * 2, words = bytes / 4;
@@ -1313,6 +1473,7 @@ int main() {
     case_b(encode, rng);
     case_c(encode, rng);
     case_r(encode);
+    case_p(rng);
     throughput(prop.multiProcessorCount);
     split_throughput(prop.multiProcessorCount);
     tma_bandwidth(encode, prop.multiProcessorCount);
