@@ -582,6 +582,25 @@ __device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t 
 // MODE 2: the same, the high products committed first and the chain second, waiting only for the
 // first group, so the chain overlaps the additions and the next steps' issue.
 constexpr uint32_t kSplitTile = 64 * 128;
+
+// Descriptors of the six split tiles from base on, kSplitTile bytes each (cases S and P).
+struct SplitTiles {
+    uint64_t ahi, alo, alo2, bhi, blo, blo2;
+};
+__device__ __forceinline__ SplitTiles split_tiles(uint8_t* base) {
+    auto at = [&](int i) { return desc_k_sw128(smem_u32(base + i * kSplitTile)); };
+    return {at(0), at(1), at(2), at(3), at(4), at(5)};
+}
+
+// The remainders' five products of k step k, in gdn_mma.cuh's order (block_mma).
+__device__ __forceinline__ void split_remainders(float (&low)[32], float (&low2)[32], const SplitTiles& t, int k) {
+    const uint64_t o = 2 * k;   // 32 bytes a k step, in the descriptor's 16-byte units
+    wgmma_m64n64k8_tf32_ss(low, t.alo + o, t.bhi + o, 1);
+    wgmma_m64n64k8_tf32_ss(low, t.alo2 + o, t.bhi + o, 1);
+    wgmma_m64n64k8_tf32_ss(low, t.ahi + o, t.blo + o, 1);
+    wgmma_m64n64k8_tf32_ss(low, t.ahi + o, t.blo2 + o, 1);
+    wgmma_m64n64k8_tf32_ss(low2, t.alo + o, t.blo + o, 1);
+}
 template <int MODE, int P>
 __global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) {
     extern __shared__ uint8_t smem_raw[];
@@ -590,11 +609,7 @@ __global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) 
     for (uint32_t i = threadIdx.x; i < 6 * kSplitTile / 4; i += blockDim.x) words[i] = small_value(i + blockIdx.x);
     fence_proxy_async_smem();
     __syncthreads();
-    const uint64_t ahi = desc_k_sw128(smem_u32(base)), alo = desc_k_sw128(smem_u32(base + kSplitTile)),
-                   alo2 = desc_k_sw128(smem_u32(base + 2 * kSplitTile)),
-                   bhi = desc_k_sw128(smem_u32(base + 3 * kSplitTile)),
-                   blo = desc_k_sw128(smem_u32(base + 4 * kSplitTile)),
-                   blo2 = desc_k_sw128(smem_u32(base + 5 * kSplitTile));
+    const SplitTiles t = split_tiles(base);
     float acc[32], low[32], low2[32], part[P][32];
 #pragma unroll
     for (int r = 0; r < 32; ++r) {
@@ -607,22 +622,13 @@ __global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) 
     fence_operands(low2);
 #pragma unroll
     for (int p = 0; p < P; ++p) fence_operands(part[p]);
-    // The remainders' products of k step k, in gdn_mma.cuh's order.
-    auto chain = [&](int k) {
-        const uint64_t o = 2 * k;   // 32 bytes a k step, in the descriptor's 16-byte units
-        wgmma_m64n64k8_tf32_ss(low, alo + o, bhi + o, 1);
-        wgmma_m64n64k8_tf32_ss(low, alo2 + o, bhi + o, 1);
-        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo + o, 1);
-        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo2 + o, 1);
-        wgmma_m64n64k8_tf32_ss(low2, alo + o, blo + o, 1);
-    };
     for (int it = 0; it < iters; ++it) {
         if constexpr (MODE == 0) {
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
-                chain(k);
-                wgmma_m64n64k8_tf32_ss(acc, ahi + 2 * k, bhi + 2 * k, 1);
+                split_remainders(low, low2, t, k);
+                wgmma_m64n64k8_tf32_ss(acc, t.ahi + 2 * k, t.bhi + 2 * k, 1);
             }
             wgmma_commit();
             wgmma_wait<1>();
@@ -631,10 +637,11 @@ __global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) 
             for (int k0 = 0; k0 < 4; k0 += P) {
                 wgmma_fence();
 #pragma unroll
-                for (int p = 0; p < P; ++p) wgmma_m64n64k8_tf32_ss(part[p], ahi + 2 * (k0 + p), bhi + 2 * (k0 + p), 0);
+                for (int p = 0; p < P; ++p)
+                    wgmma_m64n64k8_tf32_ss(part[p], t.ahi + 2 * (k0 + p), t.bhi + 2 * (k0 + p), 0);
                 if (MODE == 2) wgmma_commit();
 #pragma unroll
-                for (int p = 0; p < P; ++p) chain(k0 + p);
+                for (int p = 0; p < P; ++p) split_remainders(low, low2, t, k0 + p);
                 wgmma_commit();
                 if (MODE == 2) wgmma_wait<1>();
                 else wgmma_wait<0>();
@@ -702,11 +709,7 @@ __global__ void __launch_bounds__(128) port_wgmma_kernel(const float* a, const f
     }
     fence_proxy_async_smem();
     __syncthreads();
-    const uint64_t ahi = desc_k_sw128(smem_u32(base)), alo = desc_k_sw128(smem_u32(base + kSplitTile)),
-                   alo2 = desc_k_sw128(smem_u32(base + 2 * kSplitTile)),
-                   bhi = desc_k_sw128(smem_u32(base + 3 * kSplitTile)),
-                   blo = desc_k_sw128(smem_u32(base + 4 * kSplitTile)),
-                   blo2 = desc_k_sw128(smem_u32(base + 5 * kSplitTile));
+    const SplitTiles t = split_tiles(base);
     float acc[32], low[32], low2[32], part[32];
 #pragma unroll
     for (int r = 0; r < 32; ++r) acc[r] = low[r] = low2[r] = 0.0f, part[r] = kGarbage;
@@ -718,14 +721,10 @@ __global__ void __launch_bounds__(128) port_wgmma_kernel(const float* a, const f
     for (int k = 0; k < kPortK / 8; ++k) {
         const uint64_t o = 2 * k;
         wgmma_fence();
-        if (RUNNING) wgmma_m64n64k8_tf32_ss(acc, ahi + o, bhi + o, k > 0);
-        else wgmma_m64n64k8_tf32_ss(part, ahi + o, bhi + o, 0);
+        if (RUNNING) wgmma_m64n64k8_tf32_ss(acc, t.ahi + o, t.bhi + o, k > 0);
+        else wgmma_m64n64k8_tf32_ss(part, t.ahi + o, t.bhi + o, 0);
         wgmma_commit();
-        wgmma_m64n64k8_tf32_ss(low, alo + o, bhi + o, 1);
-        wgmma_m64n64k8_tf32_ss(low, alo2 + o, bhi + o, 1);
-        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo + o, 1);
-        wgmma_m64n64k8_tf32_ss(low, ahi + o, blo2 + o, 1);
-        wgmma_m64n64k8_tf32_ss(low2, alo + o, blo + o, 1);
+        split_remainders(low, low2, t, k);
         wgmma_commit();
         wgmma_wait<1>();
         if (!RUNNING) {
