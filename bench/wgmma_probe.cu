@@ -1328,14 +1328,16 @@ void split_throughput(int sms) {
 
 // Case P: trials of random float32 operands, each row scaled by its own power of two (2^-40 to
 // 2^40, some rows zero, some values subnormal), through both kernels; every output compared bit
-// for bit.
+// for bit. In odd trials each k step of a row gets a power of two of its own as well (2^-12 to
+// 2^12), so that its high parts lie on other grids and the float32 sum of the steps' high products
+// rounds: where the control's truncating running sum and block_mma's rounded one part.
 void case_p(std::mt19937_64& rng) {
     g_stage = "P block_mma on wgmma";
     constexpr int kPortSmem = 1024 + 6 * kSplitTile;
     CHECK(cudaFuncSetAttribute(port_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
     CHECK(cudaFuncSetAttribute(port_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::uniform_int_distribution<int> expo(-40, 40), pick(0, 15);
+    std::uniform_int_distribution<int> expo(-40, 40), pick(0, 15), step(-12, 12);
     const size_t n_in = 64 * kPortK;
     float *da = nullptr, *db = nullptr, *dref = nullptr, *dport = nullptr, *drun = nullptr;
     CHECK(cudaMalloc(&da, n_in * sizeof(float)));
@@ -1353,8 +1355,11 @@ void case_p(std::mt19937_64& rng) {
             for (int r = 0; r < 64; ++r) {
                 const int kind = pick(rng);
                 const float scale = std::ldexp(1.0f, kind == 0 ? -140 : expo(rng));   // kind 0: subnormal
+                float step_scale[kPortK / 8];
+                for (float& f : step_scale) f = trial % 2 ? std::ldexp(1.0f, step(rng)) : 1.0f;
                 for (int k = 0; k < kPortK; ++k)
-                    (*x)[r * kPortK + k] = kind == 1 ? 0.0f : (trial == 0 ? 1.0f : normal(rng)) * scale;
+                    (*x)[r * kPortK + k] =
+                        kind == 1 ? 0.0f : (trial == 0 ? 1.0f : normal(rng)) * scale * step_scale[k / 8];
             }
         CHECK(cudaMemcpy(da, a.data(), n_in * sizeof(float), cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(db, bt.data(), n_in * sizeof(float), cudaMemcpyHostToDevice));
