@@ -48,6 +48,7 @@ std::string check(const kcv_gdn_params& p, bool backward) {
 struct DeviceLauncher {
     cudaStream_t stream;
     int sms;
+    static constexpr bool output_on_wgmma = kOutputOnWgmma;   // gdn_wgmma.cuh
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {

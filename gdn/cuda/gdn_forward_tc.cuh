@@ -25,6 +25,7 @@
 
 #include "gdn_forward.cuh"
 #include "gdn_mma.cuh"
+#include "gdn_wgmma.cuh"
 
 namespace kcv::gdn::cuda {
 
@@ -302,19 +303,31 @@ inline size_t scan_tc_smem_bytes(int K, int cols, size_t elem) {
            elem * kChunk * (K + cols + 16);
 }
 
-// O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] for a slice of kOutCols value columns per block, both
-// operands staged in shared memory first: S₀ and Δ are read once, coalesced, instead of element by
-// element from global memory inside the product. A slice of 64 columns holds a block under 113 KiB
-// and 128 registers, so that two share an SM and one block's copies are in flight while the
-// other's product runs (one block of all 128 columns, 152 KiB, waited on its copies alone). Q, the
-// left operand, is read by every slice: without a per-channel gate its raw rows go by
-// asynchronous copies and the product forms q·e^{γ_t} where it reads them; each slice forms a
-// per-channel gate's Q ⊙ e^γ into a float tile. Row strides K + 4, K + 8, C + 4 and kOutCols + 8 put
-// each fragment load of the product into distinct banks. Every column's sums are the same at any
-// slice width: the values and the order of the sums are those of one block over all columns.
+// Bytes of chunk_output_tc's tile of Q: Q ⊙ e^γ as floats (stride K + 4) for a per-channel gate,
+// else Q's raw rows (stride K + 8) and the slack that aligns them to 16 bytes.
+inline __host__ __device__ size_t output_q_bytes(int K, int gate, size_t elem) {
+    return gate == 2 ? sizeof(float) * kChunk * (K + 4) : 16 + elem * kChunk * (K + 8);
+}
+
+// O = scale·[(Q ⊙ e^γ) S₀ + tril(P) Δ] for a slice of kOutCols value columns per block, as one
+// product over the K + C concatenated columns. Q, the left operand's first K columns, is read by
+// every slice: without a per-channel gate its raw rows go by asynchronous copies and the product
+// forms q·e^{γ_t} where it reads them; each slice forms a per-channel gate's Q ⊙ e^γ into a float
+// tile. P, the rest of the left operand, goes by asynchronous copies too. The right operand, S₀'s
+// and Δ's slices:
+// - on mma.sync (block_mma; WG false): staged in shared memory first, read once, coalesced,
+//   instead of element by element from global memory inside the product; row strides K + 4, K + 8,
+//   C + 4 and kOutCols + 8 put each fragment load of the product into distinct banks;
+// - on wgmma (block_mma_wgmma, gdn_wgmma.cuh; WG true): read from global memory where the product
+//   splits it into its tiles, each value once, a warp's reads neighbours, the shared memory the
+//   staged tiles took holding the split tiles instead.
+// The same bits either way. A slice of 64 columns holds a block under 113 KiB and 128 registers, so
+// that two share an SM and one block's copies are in flight while the other's product runs (one
+// block of all 128 columns, 152 KiB, waited on its copies alone). Every column's sums are the same
+// at any slice width: the values and the order of the sums are those of one block over all columns.
 constexpr int kOutCols = 64;
 
-template <int GATE, class TI, int KV = 0>
+template <int GATE, class TI, int KV = 0, bool WG = false>
 __global__ void __launch_bounds__(kThreads, 2) chunk_output_tc(Dims sizes, Workspace w, ForwardArgs a) {
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
@@ -323,21 +336,25 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_tc(Dims sizes, Works
     const int VS = min(kOutCols, V - v0), GK = GATE == 2 ? K : 1, L = c.L;
     const int ldq = K + 4, ldr = K + 8, ldp = kChunk + 4, ldv = kOutCols + 8;
     float* const smem = shared_floats();
-    float* P_s = smem;                    // C×C, stride C + 4
-    float* S_s = P_s + kChunk * ldp;      // K×VS: S₀'s slice, stride kOutCols + 8
-    float* D_s = S_s + K * ldv;           // C×VS: Δ's slice (zero past L), stride kOutCols + 8
-    float* e_s = D_s + kChunk * ldv;      // C: e^{γ_t} (scalar gate)
-    float* qt_s = e_s + kChunk;           // per-channel gate: C×K, Q ⊙ e^γ, stride K + 4
-    TI* const qr_s = aligned16<TI>(qt_s); // other gates: Q's raw rows (C×K, stride K + 8); rows from L on stale
+    float* P_s = smem;                                  // C×C, stride C + 4
+    float* S_s = P_s + kChunk * ldp;                    // mma.sync: K×VS, S₀'s slice, stride kOutCols + 8
+    float* D_s = S_s + (WG ? 0 : K * ldv);              // mma.sync: C×VS, Δ's slice (zero past L), likewise
+    float* e_s = D_s + (WG ? 0 : kChunk * ldv);         // C: e^{γ_t} (scalar gate)
+    float* qt_s = e_s + kChunk;                         // per-channel gate: C×K, Q ⊙ e^γ, stride K + 4
+    TI* const qr_s = aligned16<TI>(qt_s);               // other gates: Q's raw rows (C×K, stride K + 8); rows from L on stale
+    // wgmma: block_mma_wgmma's split tiles, past Q's.
+    uint8_t* const mma_s = reinterpret_cast<uint8_t*>(qt_s) + output_q_bytes(K, GATE, sizeof(TI));
     const size_t sh = size_t(c.slot) * d.HV + hv;
     const float* gam = w.gamma + sh * kChunk * GK;
     const TI* q = static_cast<const TI*>(a.q);
     const size_t q_at0 = (size_t(c.row0) * d.H + h) * K;
     copy_rows(P_s, ldp, w.P + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
-    copy_rows(S_s, ldv, w.states + sh * K * V + v0, V, K, VS);
-    // Δ is written by the scan only for rows < L.
-    copy_rows(D_s, ldv, w.delta + sh * kChunk * V + v0, V, L, VS);
-    for (int e = L * VS + threadIdx.x; e < kChunk * VS; e += blockDim.x) D_s[(e / VS) * ldv + e % VS] = 0.0f;
+    if constexpr (!WG) {
+        copy_rows(S_s, ldv, w.states + sh * K * V + v0, V, K, VS);
+        // Δ is written by the scan only for rows < L.
+        copy_rows(D_s, ldv, w.delta + sh * kChunk * V + v0, V, L, VS);
+        for (int e = L * VS + threadIdx.x; e < kChunk * VS; e += blockDim.x) D_s[(e / VS) * ldv + e % VS] = 0.0f;
+    }
     if constexpr (GATE == 2) {
         copy_batched(
             kChunk * K,
@@ -365,19 +382,31 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_tc(Dims sizes, Works
     TI* o = static_cast<TI*>(a.o);
     // Columns x < K of the left operand are Q ⊙ e^γ against rows of S₀; columns K + s are
     // tril(P) against the rows of Δ.
-    block_mma<4, false, false>(
-        L, VS, K + kChunk, [&](int t, int x) { return x < K ? qt_at(t, x) : P_s[t * ldp + x - K]; },
-        [&](int x, int j) { return x < K ? S_s[x * ldv + j] : D_s[(x - K) * ldv + j]; },
-        [&](int t, int j, float acc) {
-            o[(size_t(c.row0 + t) * d.HV + hv) * V + v0 + j] = from_float<TI>(d.scale * acc);
-        });
+    auto left = [&](int t, int x) { return x < K ? qt_at(t, x) : P_s[t * ldp + x - K]; };
+    auto store = [&](int t, int j, float acc) {
+        o[(size_t(c.row0 + t) * d.HV + hv) * V + v0 + j] = from_float<TI>(d.scale * acc);
+    };
+    if constexpr (WG) {
+        // Δ is written by the scan only for rows < L.
+        const float* S0 = w.states + sh * K * V + v0;
+        const float* D = w.delta + sh * kChunk * V + v0;
+        auto right = [&](int x, int j) {
+            return x < K ? S0[size_t(x) * V + j] : x - K < L ? D[size_t(x - K) * V + j] : 0.0f;
+        };
+        block_mma_wgmma<false, false>(L, VS, K + kChunk, left, right, store, mma_s);
+    } else {
+        block_mma<4, false, false>(
+            L, VS, K + kChunk, left, [&](int x, int j) { return x < K ? S_s[x * ldv + j] : D_s[(x - K) * ldv + j]; },
+            store);
+    }
 }
 
-// elem: the size of an input value (Q's rows are staged raw without a per-channel gate).
-inline size_t output_tc_smem_bytes(int K, int gate, size_t elem) {
+// elem: the size of an input value (Q's rows are staged raw without a per-channel gate); wg: the
+// product on wgmma (chunk_output_tc's WG).
+inline size_t output_tc_smem_bytes(int K, int gate, size_t elem, bool wg) {
     const size_t ldv = kOutCols + 8;
-    const size_t q = gate == 2 ? sizeof(float) * kChunk * (K + 4) : 16 + elem * kChunk * (K + 8);
-    return sizeof(float) * (size_t(kChunk) * (kChunk + 4) + size_t(K + kChunk) * ldv + kChunk) + q;
+    const size_t right = wg ? kWgmmaScratchBytes : sizeof(float) * size_t(K + kChunk) * ldv;
+    return sizeof(float) * (size_t(kChunk) * (kChunk + 4) + kChunk) + output_q_bytes(K, gate, elem) + right;
 }
 
 }  // namespace kcv::gdn::cuda

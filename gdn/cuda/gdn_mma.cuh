@@ -42,8 +42,8 @@
 // intermediates would. bench/gdn_tf32_operands.sh builds the library that way and times it beside
 // the float32-accurate one: what the splits cost, and what the products' accuracy becomes.
 //
-// This is the warp-synchronous mma.sync of sm_80, a first tensor-core step; wgmma (sm_90a,
-// asynchronous, shared-memory descriptors) is the next one.
+// This is the warp-synchronous mma.sync of sm_80. gdn_wgmma.cuh ports block_mma to wgmma (sm_90a,
+// asynchronous, operands in shared memory), with the same bits.
 //
 // Fragment layouts of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (PTX ISA), with
 // g = lane / 4 and c = lane % 4:
@@ -115,16 +115,21 @@ __device__ __forceinline__ uint32_t float_bits(float f) {
 // The remainders' scale: 2^13 lifts float32's subnormal step 2^-149 to TF32's 2^-136.
 constexpr float kLowScale = 0x1p13f, kLowUnscale = 0x1p-13f;
 
-// The rounding constant of the grid shared by the four lanes of a quad (lane % 4 = 0…3, which
-// hold one row of an A tile or one column of a B tile): 1.5·2^(E + 14) for the largest |x0|, |x1|
-// of the quad, 2^E ≤ it < 2^(E+1), E clamped to [−126, 113]. (x + s) − s is then x rounded to a
-// multiple of 2^(E − 9).
+// The rounding constant of the grid of values whose largest magnitude has the bits m (sign
+// cleared): 1.5·2^(E + 14) for 2^E ≤ it < 2^(E+1), E clamped to [−126, 113]. (x + s) − s is then x
+// rounded to a multiple of 2^(E − 9).
+__device__ __forceinline__ float grid_for(uint32_t m) {
+    const uint32_t field = min(max(m >> 23, 1u), 240u);
+    return bits_float(((field + 14u) << 23) | 0x400000u);
+}
+
+// The grid shared by the four lanes of a quad (lane % 4 = 0…3, which hold one row of an A tile
+// or one column of a B tile): grid_for the largest |x0|, |x1| of the quad.
 __device__ __forceinline__ float quad_grid(float x0, float x1) {
     uint32_t m = max(float_bits(x0) & 0x7FFFFFFFu, float_bits(x1) & 0x7FFFFFFFu);
     m = max(m, shfl_xor(m, 1));
     m = max(m, shfl_xor(m, 2));
-    const uint32_t field = min(max(m >> 23, 1u), 240u);
-    return bits_float(((field + 14u) << 23) | 0x400000u);
+    return grid_for(m);
 }
 
 // x = hi + 2^-13·(lo + lo2) on the grid of s (quad_grid), exactly; EXACT: x is exact in TF32 (a

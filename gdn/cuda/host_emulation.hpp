@@ -149,6 +149,37 @@ inline void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
     block_barrier->arrive_and_wait();
 }
 
+// wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32 with both operands in shared memory, K-major,
+// 128-byte swizzle (the descriptors of gdn_wgmma.cuh), for thread t % 128 of its warpgroup, as if it
+// completed at once: the tiles are read through their descriptors from shared memory, and each of
+// the thread's N/2 accumulator registers (register 4j + 2h + e: row 16w + l/4 + 8h, column
+// 8j + 2(l%4) + e, w = t%128 / 32, l = t % 32) gets tensor_core_sum of its eight products and,
+// with scale_d, itself: wgmma adds as mma.sync does (bench/wgmma_probe.cu case R on an H200).
+// A descriptor gives the tile's start address (bits 0-13) and the step between groups of eight
+// rows (bits 32-45), both in 16-byte units; element (r, k) lies at start + (r/8)·step + (r%8)·128
+// + 4k, bits 4-6 of that address XORed with bits 7-9 (the 128-byte swizzle).
+inline double swizzled_tf32(uint64_t desc, int r, int k) {
+    if ((desc >> 62) != 1u) std::abort();   // only the 128-byte swizzle is modelled
+    const uint32_t start = uint32_t(desc & 0x3FFFu) << 4, step = uint32_t((desc >> 32) & 0x3FFFu) << 4;
+    const uint32_t at = start + uint32_t(r / 8) * step + uint32_t(r % 8) * 128 + 4u * uint32_t(k);
+    const uint32_t swizzled = at ^ (((at >> 7) & 7u) << 4);
+    if (swizzled + 4 > sizeof(shared_memory)) std::abort();
+    float f;
+    std::memcpy(&f, reinterpret_cast<const unsigned char*>(shared_memory) + swizzled, 4);
+    return double(f);
+}
+template <int R>
+inline void wgmma_tf32(float (&d)[R], uint64_t da, uint64_t db, int scale_d) {
+    const unsigned t = thread_index.x % 128, w = t / 32, l = t % 32;
+    for (int r = 0; r < R; ++r) {
+        const int m = int(16 * w + l / 4 + 8 * ((r >> 1) & 1)), n = int(8 * (r >> 2) + 2 * (l % 4) + (r & 1));
+        double terms[9];
+        for (int k = 0; k < 8; ++k) terms[k] = swizzled_tf32(da, m, k) * swizzled_tf32(db, n, k);
+        terms[8] = scale_d ? double(d[r]) : 0.0;
+        d[r] = tensor_core_sum(terms, 9);
+    }
+}
+
 // __shfl_xor_sync over the block of one warp.
 inline uint32_t shfl_slots[32];
 inline uint32_t shfl_xor(uint32_t value, int mask) {
@@ -162,18 +193,26 @@ inline uint32_t shfl_xor(uint32_t value, int mask) {
 
 // The Launcher of gdn_launch.cuh for the host: runs each kernel through launch() with fewer
 // threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
-// with fewer host threads per block); refuses a block needing more shared memory than Hopper has.
+// with fewer host threads per block), except the kernels whose products run on wgmma, which need
+// the GPU's block of two warpgroups (is_warpgroup_kernel, gdn_wgmma.cuh: by their launch names);
+// refuses a block needing more shared memory than Hopper has.
+bool is_warpgroup_kernel(const char* name);
+// Whether the launch sequences run chunk_output_tc's wgmma product (gdn_wgmma.cuh) or its mma.sync
+// one: mma.sync, as the GPU library's default build does (and a block of 256 host threads meeting
+// at every barrier is slow on a small machine); a test sets it to compare the two.
+inline bool output_on_wgmma = false;
 struct HostLauncher {
     unsigned threads = 32;
+    bool output_on_wgmma = emulation::output_on_wgmma;
     int sms = 132;                                 // the SM count the grids are sized for (an H200's)
     std::vector<const void*>* launched = nullptr;  // when set, each kernel's address, in launch order
 
     template <class Kernel, class... Args>
-    int operator()(Kernel kernel, dim3 grid, size_t smem, const char*, Args... args) {
+    int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
         if (launched) launched->push_back(reinterpret_cast<const void*>(kernel));
         if (smem > sizeof(shared_memory)) return 1;
         if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
-        launch(kernel, grid, threads, args...);
+        launch(kernel, grid, is_warpgroup_kernel(name) ? 256u : threads, args...);
         return 0;
     }
 };

@@ -381,6 +381,45 @@ TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
     }
 }
 
+// chunk_output_tc's two products give the same bits: on mma.sync (block_mma, S₀ and Δ staged in
+// shared memory) and on wgmma (block_mma_wgmma, gdn_wgmma.cuh, S₀ and Δ split from global memory
+// into swizzled tiles). Each member (one test each, so that each stays well inside the test timeout
+// under the sanitizers), varlen with a partial chunk, V = 72 (a full 64-column slice and one of 8
+// columns); float32 inputs, and bf16 for Gated DeltaNet. The launch sequence must have run the
+// kernel asked for.
+class OutputOnWgmma : public ::testing::TestWithParam<int> {};
+
+TEST_P(OutputOnWgmma, GivesTheSameBits) {
+    struct Products {   // which product the emulated launch sequences run, restored on leaving
+        bool before = cu::emulation::output_on_wgmma;
+        ~Products() { cu::emulation::output_on_wgmma = before; }
+    } restore;
+    const Member m = kcv::gdn::all_members().at(size_t(GetParam()));
+    const bool gdn = m.gate == GateKind::scalar && m.delta;
+    const Case c{std::string(kcv::gdn::member_name(m)) + "/V72", m, Shape{1, 70, 1, 2, 16, 72, {0, 1, 70}}};
+    const Inputs in = draw(c, 1700 + uint32_t(GetParam()));
+    for (int dtype : {0, 1}) {
+        if (dtype == 1 && !gdn) continue;
+        std::vector<const void*> on_mma, on_wgmma;
+        cu::emulation::output_on_wgmma = false;
+        const Outputs mma = run_kernels<0>(c, in, 2, 132, dtype, &on_mma);
+        cu::emulation::output_on_wgmma = true;
+        const Outputs wgmma = run_kernels<0>(c, in, 2, 132, dtype, &on_wgmma);
+        expect_same_bits(mma, wgmma, c.name + " dtype " + std::to_string(dtype));
+        EXPECT_TRUE(all_finite(wgmma.o)) << c.name << ": an output left unwritten";
+        if (gdn && dtype == 0) {
+            const void* staged = reinterpret_cast<const void*>(&cu::chunk_output_tc<1, float, 0, false>);
+            const void* split = reinterpret_cast<const void*>(&cu::chunk_output_tc<1, float, 0, true>);
+            EXPECT_EQ(std::count(on_mma.begin(), on_mma.end(), staged), 1) << c.name;
+            EXPECT_EQ(std::count(on_mma.begin(), on_mma.end(), split), 0) << c.name;
+            EXPECT_EQ(std::count(on_wgmma.begin(), on_wgmma.end(), split), 1) << c.name;
+            EXPECT_EQ(std::count(on_wgmma.begin(), on_wgmma.end(), staged), 0) << c.name;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, OutputOnWgmma, ::testing::Range(0, 5));
+
 // A backward that reads the chunk preparation a forward kept apart (kcv_gdn_params.prepared)
 // instead of preparing the chunks again: the same bits as one that prepares them, on a workspace
 // that holds nothing of the forward's, and the preparation untouched, so that one forward serves
@@ -590,6 +629,86 @@ TEST(GdnCudaEmulated, TensorCoreTileSumsOfHighPartsAreExact) {
     EXPECT_LE(worst, (Kd / 8 + 1) * u) << "largest error over sum |a||b|";
     EXPECT_LE(std::abs(bias), u / 4) << "mean signed error over sum |a||b|";
     std::printf("  block_mma, positive operands over eight binades: worst %.3g u, mean %.3g u\n", worst / u, bias / u);
+}
+
+// C (M×N) = A (M×Kd) · B (Kd×N) through block_mma_wgmma, a block of two warpgroups; its tiles 40
+// bytes into shared memory, so that it has to align them itself.
+template <bool AEXACT, bool BEXACT>
+void wgmma_tile_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
+    cu::block_mma_wgmma<AEXACT, BEXACT>(
+        M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
+        [&](int m, int n, float acc) { C[m * N + n] = acc; }, reinterpret_cast<uint8_t*>(cu::shared_floats()) + 40);
+}
+
+// The same through block_mma, one warp.
+template <bool AEXACT, bool BEXACT>
+void mma_tile_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
+    cu::block_mma<2, AEXACT, BEXACT>(
+        M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
+        [&](int m, int n, float acc) { C[m * N + n] = acc; });
+}
+
+// Values over 2^-140 … 2^20 with both signs, zeros and subnormals among them; EXACT: cut to 16-bit
+// inputs' 8 significant bits (exact in TF32), as the kernels' raw bf16 operands are.
+std::vector<float> spread_values(std::mt19937_64& rng, size_t n, bool exact) {
+    std::uniform_real_distribution<double> mant(1.0, 2.0);
+    std::uniform_int_distribution<int> expo(-140, 20), kind(0, 9);
+    std::vector<float> x(n);
+    for (auto& v : x) {
+        const int k = kind(rng);
+        v = k == 0 ? 0.0f : float((k % 2 ? -1.0 : 1.0) * std::ldexp(mant(rng), k < 4 ? expo(rng) : expo(rng) / 8));
+        if (exact) {
+            uint32_t b;
+            std::memcpy(&b, &v, 4);
+            b &= 0xFFFF0000u;
+            std::memcpy(&v, &b, 4);
+        }
+    }
+    return x;
+}
+
+// block_mma_wgmma (gdn_wgmma.cuh) gives block_mma's bits: every element of every shape (full tiles,
+// rows, columns and k past the tiles' edges, a single row or column, k shorter than a step) and
+// every combination of exact operands, on values that span float32's range. The emulated wgmma
+// reads its tiles through the descriptors and the 128-byte swizzle, so the staging, the
+// descriptors, the k steps' offsets and the accumulators' layout are all on the path. And the
+// case that made the high products' sum exact (TensorCoreTileSumsOfHighPartsAreExact) holds:
+// a running sum in wgmma's accumulator would cut it to 1.
+template <bool AEXACT, bool BEXACT>
+void expect_wgmma_port_bits(std::mt19937_64& rng) {
+    struct Size {
+        int M, N, Kd;
+    };
+    for (const Size z : {Size{64, 64, 192}, Size{37, 50, 70}, Size{1, 64, 8}, Size{64, 1, 3}, Size{16, 33, 129}}) {
+        const std::vector<float> A = spread_values(rng, size_t(z.M) * z.Kd, AEXACT);
+        const std::vector<float> B = spread_values(rng, size_t(z.Kd) * z.N, BEXACT);
+        std::vector<float> want(size_t(z.M) * z.N, std::nanf("1")), got(want);
+        cu::emulation::launch(mma_tile_product<AEXACT, BEXACT>, dim3(1), 32, A.data(), B.data(), want.data(), z.M,
+                              z.N, z.Kd);
+        cu::emulation::launch(wgmma_tile_product<AEXACT, BEXACT>, dim3(1), 256, A.data(), B.data(), got.data(), z.M,
+                              z.N, z.Kd);
+        int differ = 0, first = -1;
+        for (size_t e = 0; e < want.size(); ++e)
+            if (std::memcmp(&want[e], &got[e], 4) != 0 && differ++ == 0) first = int(e);
+        EXPECT_EQ(differ, 0) << "M " << z.M << " N " << z.N << " Kd " << z.Kd << " exact " << AEXACT << BEXACT
+                             << ": first at (" << first / std::max(z.N, 1) << ", " << first % std::max(z.N, 1)
+                             << ") " << (first >= 0 ? want[first] : 0.0f) << " vs " << (first >= 0 ? got[first] : 0.0f);
+    }
+}
+
+TEST(GdnCudaEmulated, WgmmaPortGivesBlockMmasBits) {
+    std::mt19937_64 rng(9090);
+    expect_wgmma_port_bits<false, false>(rng);
+    expect_wgmma_port_bits<true, false>(rng);
+    expect_wgmma_port_bits<false, true>(rng);
+    expect_wgmma_port_bits<true, true>(rng);
+    const int M = 64, N = 64, Kd = 64;
+    std::vector<float> A(M * Kd, 0.0f), B(Kd * N, 1.0f), C(M * N, -1.0f);
+    A[0] = 1.0f;
+    A[1] = 3.0f * std::ldexp(1.0f, -25);
+    cu::emulation::launch(wgmma_tile_product<false, false>, dim3(1), 256, A.data(), B.data(), C.data(), M, N, Kd);
+    for (int n = 0; n < N; ++n) EXPECT_EQ(C[n], 1.0f + std::ldexp(1.0f, -23)) << "column " << n;
+    for (int n = 0; n < N; ++n) EXPECT_EQ(C[N + n], 0.0f) << "row 1, column " << n;
 }
 
 }  // namespace
