@@ -238,7 +238,7 @@ PY
     wgmma-probe)
       { nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -fmad=false bench/wgmma_probe.cu -o /tmp/wgmma_probe &&
           timeout "$(cap 120 10)" /tmp/wgmma_probe; echo "wgmma probe exit: $?"; } > "$LOG/wgmma_probe.log" 2>&1
-      tail -32 "$LOG/wgmma_probe.log"
+      tail -36 "$LOG/wgmma_probe.log"
       ;;
     audit:*)
       name=${step#audit:}

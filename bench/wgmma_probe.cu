@@ -38,6 +38,9 @@
 //      itself on the same float32 inputs: are the 4,096 outputs the same bits? A wgmma version of
 //      the kernels could then be checked against today's by the digests of every output. A control
 //      that accumulates the high products across k in wgmma, as a plain GEMM would, must differ.
+//      Then the library's own port (gdn/cuda/gdn_wgmma.cuh's block_mma_wgmma, two warpgroups of
+//      m64n32k8) against block_mma at that shape and at one whose rows, columns and k end inside
+//      a tile.
 //   S  the float32-accurate products of the recurrence kernels (gdn/cuda/gdn_mma.cuh) through wgmma:
 //      per 8-wide k step, five tf32 m64n64k8 products of the operands' remainders chained into two
 //      accumulators of their own and one of the high parts into a zeroed accumulator, which is then
@@ -64,7 +67,7 @@
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -fmad=false bench/wgmma_probe.cu -o wgmma_probe
 //   ./wgmma_probe
-#include "../gdn/cuda/gdn_mma.cuh"  // block_mma and its split, for case P
+#include "../gdn/cuda/gdn_wgmma.cuh"  // block_mma, its split and the wgmma primitives the kernels use
 
 #include <cuda.h>  // CUtensorMap and the enums of cuTensorMapEncodeTiled; types only, nothing linked
 #include <cuda_runtime.h>
@@ -94,19 +97,21 @@ const char* g_stage = "setup";  // the case under way, named by any CUDA error
     } while (0)
 
 // ---------------------------------------------------------------------------------------------
-// Device primitives: shared-memory addresses, mbarriers, TMA, wgmma.
+// Device primitives: shared-memory addresses, mbarriers, TMA, wgmma. Those the recurrence
+// kernels use too come from gdn/cuda/gdn_wgmma.cuh: shared-memory addresses and their 1024-byte
+// alignment, the async-proxy fence, wgmma's fence, commit and wait, the accumulators' compiler
+// fence, the 128-byte-swizzle descriptor of a K-major tile and its element offsets.
 // ---------------------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// The 128-byte swizzle is a function of the shared-memory address (bits 4-6 XOR bits 7-9), and both
-// TMA and wgmma assume a tile starts on a 1024-byte boundary (eight 128-byte rows). Dynamic shared
-// memory is not promised that alignment, so kernels ask for 1 KiB extra and round up.
-__device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
-    return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u);
-}
+using kcv::gdn::cuda::align_1024;
+using kcv::gdn::cuda::desc_k_sw128;
+using kcv::gdn::cuda::fence_operands;
+using kcv::gdn::cuda::fence_proxy_async_smem;
+using kcv::gdn::cuda::smem_u32;
+using kcv::gdn::cuda::sw128_offset;
+using kcv::gdn::cuda::wgmma_commit;
+using kcv::gdn::cuda::wgmma_fence;
+using kcv::gdn::cuda::wgmma_wait;
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
@@ -163,49 +168,7 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
         : "memory");
 }
 
-// Shared memory written by ordinary stores (the generic proxy) must be fenced before wgmma or TMA
-// (the async proxy) reads it. Data that TMA wrote and an mbarrier announced needs no fence.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// wgmma.fence: before the first wgmma, and whenever registers a wgmma reads (accumulators, an A
-// fragment) were written by other instructions. Chained wgmmas of one shape on the same
-// accumulators need none between them.
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// The compiler sees a wgmma's accumulators as written when the asm statement issues, not when
-// wgmma.wait_group returns. An empty asm that "rewrites" each register after the wait keeps it from
-// moving reads of them above the wait, and one before the first wgmma keeps it from moving their
-// initialisation past wgmma.fence.
-template <int R>
-__device__ __forceinline__ void fence_operands(float (&d)[R]) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 __device__ __forceinline__ void fence_operand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
-
-// Matrix descriptor of a K-major operand tile in shared memory with the 128-byte swizzle, as TMA
-// leaves it with SWIZZLE_128B and a box whose inner extent is exactly 128 bytes: row r of the tile
-// (an M or N index) is the 128 bytes at r·128, its 16-byte chunks permuted by r mod 8.
-//   bits  0-13  start address >> 4
-//   bits 16-29  leading-dimension byte offset >> 4: the step between core matrices along K. Not
-//               read for swizzled K-major layouts whose k-step lies within one 128-byte row (16
-//               bf16 or 8 tf32 = 32 bytes here); 1 by the usual convention.
-//   bits 32-45  stride-dimension byte offset >> 4: the step between groups of 8 rows along M/N,
-//               8 × 128 = 1024 bytes.
-//   bits 49-51  base offset: 0, the tile starts on a 1024-byte boundary. Stepping the start address
-//               by 32, 64, 96 bytes for the k-steps leaves address bits 7-9 alone, so it stays 0.
-//   bits 62-63  swizzle mode, 1 = 128-byte.
-__device__ __forceinline__ uint64_t desc_k_sw128(uint32_t smem_addr) {
-    return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
-           (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
 
 // The accumulator operands of the asm statements below: "%0, ..., %63" and "%0, ..., %127".
 #define KCV_D64                                                                                  \
@@ -660,24 +623,30 @@ __global__ void __launch_bounds__(128) split_rate_kernel(int iters, float* out) 
     fence_operands(low2);
     float s = 0.0f;
 #pragma unroll
-    for (int r = 0; r < 32; ++r) s += acc[r] + (low[r] + low2[r] * 0x1p-13f) * 0x1p-13f;
+    for (int r = 0; r < 32; ++r) s += acc[r] + (low[r] + low2[r] * kcv::gdn::cuda::kLowUnscale) * kcv::gdn::cuda::kLowUnscale;
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;  // keeps the work live
 }
 
 // Case P. A (64×32) and Bᵀ (64×32), row-major float32 in global memory; D = A·B (64×64).
 constexpr int kPortK = 32;
 
-// block_mma, as the kernels call it: four warps, two row tiles and four column tiles a warp.
-__global__ void __launch_bounds__(128) port_reference_kernel(const float* a, const float* bt, float* out) {
+// block_mma, as the kernels call it: four warps, two row tiles and four column tiles a warp; the
+// first M×N outputs of the product over the first Kd values of k (rows of 64 in out).
+__global__ void __launch_bounds__(128) port_reference_kernel(const float* a, const float* bt, float* out, int M,
+                                                             int N, int Kd) {
     kcv::gdn::cuda::block_mma<4, false, false, 2>(
-        64, 64, kPortK, [&](int m, int k) { return a[m * kPortK + k]; },
-        [&](int k, int n) { return bt[n * kPortK + k]; }, [&](int m, int n, float v) { out[m * 64 + n] = v; });
+        M, N, Kd, [&](int m, int k) { return a[m * kPortK + k]; }, [&](int k, int n) { return bt[n * kPortK + k]; },
+        [&](int m, int n, float v) { out[m * 64 + n] = v; });
 }
 
-// Byte offset of element (row r, k) of a K-major tile of 32 floats a row in the 128-byte swizzle:
-// the row's 16-byte chunk k/4 moved to chunk (k/4) xor (r mod 8).
-__device__ __forceinline__ uint32_t sw128_offset(int r, int k) {
-    return r * 128 + ((((k >> 2) ^ r) & 7) << 4) + ((k & 3) << 2);
+// The same through the library's own port, block_mma_wgmma (gdn/cuda/gdn_wgmma.cuh): two
+// warpgroups of 32 output columns each (m64n32k8), the tiles split from global memory.
+__global__ void __launch_bounds__(256) library_wgmma_kernel(const float* a, const float* bt, float* out, int M,
+                                                            int N, int Kd) {
+    extern __shared__ uint8_t smem_raw[];
+    kcv::gdn::cuda::block_mma_wgmma<false, false>(
+        M, N, Kd, [&](int m, int k) { return a[m * kPortK + k]; }, [&](int k, int n) { return bt[n * kPortK + k]; },
+        [&](int m, int n, float v) { out[m * 64 + n] = v; }, smem_raw);
 }
 
 // The same product on wgmma: each row of A and of Bᵀ split per k step on block_mma's grid (the
@@ -695,8 +664,7 @@ __global__ void __launch_bounds__(128) port_wgmma_kernel(const float* a, const f
         const float* row = (which == 0 ? a : bt) + r * kPortK + k0;
         uint32_t m = 0;
         for (int k = 0; k < 8; ++k) m = max(m, __float_as_uint(row[k]) & 0x7FFFFFFFu);
-        const uint32_t field = min(max(m >> 23, 1u), 240u);
-        const float grid = __uint_as_float(((field + 14u) << 23) | 0x400000u);
+        const float grid = g::grid_for(m);
         uint8_t* tiles = base + which * 3 * kSplitTile;
         for (int k = 0; k < 8; ++k) {
             uint32_t hi, lo, lo2;
@@ -1331,11 +1299,20 @@ void split_throughput(int sms) {
 // for bit. In odd trials each k step of a row gets a power of two of its own as well (2^-12 to
 // 2^12), so that its high parts lie on other grids and the float32 sum of the steps' high products
 // rounds: where the control's truncating running sum and block_mma's rounded one part.
+// The library's block_mma_wgmma runs on the same operands twice: at 64×64×32, and at 37×50×29, where
+// rows, columns and k end inside a tile; each against block_mma at that shape.
 void case_p(std::mt19937_64& rng) {
     g_stage = "P block_mma on wgmma";
     constexpr int kPortSmem = 1024 + 6 * kSplitTile;
+    constexpr int kLibrarySmem = static_cast<int>(kcv::gdn::cuda::kWgmmaScratchBytes);
     CHECK(cudaFuncSetAttribute(port_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
     CHECK(cudaFuncSetAttribute(port_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
+    CHECK(cudaFuncSetAttribute(library_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kLibrarySmem));
+    struct Shape {
+        int M, N, Kd;
+    };
+    const Shape shapes[2] = {{64, 64, kPortK}, {37, 50, kPortK - 3}};
+    long library_differ[2] = {0, 0}, library_compared[2] = {0, 0};
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::uniform_int_distribution<int> expo(-40, 40), pick(0, 15), step(-12, 12);
     const size_t n_in = 64 * kPortK;
@@ -1363,7 +1340,19 @@ void case_p(std::mt19937_64& rng) {
             }
         CHECK(cudaMemcpy(da, a.data(), n_in * sizeof(float), cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(db, bt.data(), n_in * sizeof(float), cudaMemcpyHostToDevice));
-        port_reference_kernel<<<1, 128>>>(da, db, dref);
+        for (int z = 0; z < 2; ++z) {
+            const Shape sh = shapes[z];
+            port_reference_kernel<<<1, 128>>>(da, db, dref, sh.M, sh.N, sh.Kd);
+            library_wgmma_kernel<<<1, 256, kLibrarySmem>>>(da, db, dport, sh.M, sh.N, sh.Kd);
+            CHECK(cudaGetLastError());
+            std::vector<float> ref(64 * 64), lib(64 * 64);
+            CHECK(cudaMemcpy(ref.data(), dref, ref.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(lib.data(), dport, lib.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            for (int m = 0; m < sh.M; ++m)
+                for (int n = 0; n < sh.N; ++n, ++library_compared[z])
+                    library_differ[z] += std::memcmp(&ref[m * 64 + n], &lib[m * 64 + n], sizeof(float)) != 0;
+        }
+        port_reference_kernel<<<1, 128>>>(da, db, dref, 64, 64, kPortK);
         port_wgmma_kernel<false><<<1, 128, kPortSmem>>>(da, db, dport);
         port_wgmma_kernel<true><<<1, 128, kPortSmem>>>(da, db, drun);
         CHECK(cudaGetLastError());
@@ -1391,6 +1380,12 @@ void case_p(std::mt19937_64& rng) {
     // The control: the comparison can tell schedules apart only if this one differs somewhere.
     std::snprintf(buf, sizeof buf, "%ld of %ld outputs differ from block_mma's", running_differ, compared);
     record("P control: high products accumulated in wgmma", true, running_differ > 0, "", buf);
+    for (int z = 0; z < 2; ++z) {
+        std::snprintf(buf, sizeof buf, "%ld of %ld outputs differ from block_mma's (%d trials of %d×%d×%d)",
+                      library_differ[z], library_compared[z], kTrials, shapes[z].M, shapes[z].N, shapes[z].Kd);
+        record(z == 0 ? "P the library's block_mma_wgmma, bit for bit" : "P the library's block_mma_wgmma, partial tiles",
+               true, library_differ[z] == 0, "", buf);
+    }
 }
 
 void tma_bandwidth(EncodeTiledFn encode, int sms) {
