@@ -93,7 +93,7 @@ Tensors run_kernels(const Problem& p, const Inputs& in, int version, int dtype) 
     Tensors out(p);
     const cuda::emulation::RunInputs ri{in.q.data(),    in.k.data(),  in.v.data(),   in.g.data(),
                                         in.beta.data(), in.h0.data(), in.d_o.data(), in.dht.data()};
-    if (const int rc = cuda::emulation::run_member(p, ri, version, out, 132, dtype)) {
+    if (const int rc = cuda::emulation::run_member(p, ri, {.version = version, .dtype = dtype}, out)) {
         std::fprintf(stderr, "the emulated launch sequence failed (%d)\n", rc);
         std::exit(1);
     }

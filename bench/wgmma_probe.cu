@@ -33,14 +33,13 @@
 //      and the ratio to the H200's nominal dense peaks (989 bf16, 494 tf32).
 //   P  the recurrence kernels' float32-accurate product (gdn/cuda/gdn_mma.cuh's block_mma: every
 //      operand split on a grid shared by a row's eight values of a k step, five remainder products
-//      and the high product added to the float32 sum per k step) ported to wgmma m64n64k8 from
-//      shared memory, the split operands written there in the 128-byte swizzle, against block_mma
-//      itself on the same float32 inputs: are the 4,096 outputs the same bits? A wgmma version of
-//      the kernels could then be checked against today's by the digests of every output. A control
-//      that accumulates the high products across k in wgmma, as a plain GEMM would, must differ.
-//      Then the library's own port (gdn/cuda/gdn_wgmma.cuh's block_mma_wgmma, two warpgroups of
-//      m64n32k8) against block_mma at that shape and at one whose rows, columns and k end inside
-//      a tile.
+//      and the high product added to the float32 sum per k step) on wgmma: the library's port
+//      (gdn/cuda/gdn_wgmma.cuh's block_mma_wgmma, two warpgroups of m64n32k8 from shared memory,
+//      the split operands written there in the 128-byte swizzle) against block_mma itself on the
+//      same float32 inputs, at 64×64×32 and at a shape whose rows, columns and k end inside a tile:
+//      are the outputs the same bits? A wgmma version of the kernels can then be checked against
+//      today's by the digests of every output. Its control, which accumulates the high products
+//      across k in wgmma as a plain GEMM would, must differ.
 //   S  the float32-accurate products of the recurrence kernels (gdn/cuda/gdn_mma.cuh) through wgmma:
 //      per 8-wide k step, five tf32 m64n64k8 products of the operands' remainders chained into two
 //      accumulators of their own and one of the high parts into a zeroed accumulator, which is then
@@ -546,7 +545,7 @@ __device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t 
 // first group, so the chain overlaps the additions and the next steps' issue.
 constexpr uint32_t kSplitTile = 64 * 128;
 
-// Descriptors of the six split tiles from base on, kSplitTile bytes each (cases S and P).
+// Descriptors of the six split tiles from base on, kSplitTile bytes each (case S).
 struct SplitTiles {
     uint64_t ahi, alo, alo2, bhi, blo, blo2;
 };
@@ -639,77 +638,17 @@ __global__ void __launch_bounds__(128) port_reference_kernel(const float* a, con
         [&](int m, int n, float v) { out[m * 64 + n] = v; });
 }
 
-// The same through the library's own port, block_mma_wgmma (gdn/cuda/gdn_wgmma.cuh): two
-// warpgroups of 32 output columns each (m64n32k8), the tiles split from global memory.
+// The same through the library's port, block_mma_wgmma (gdn/cuda/gdn_wgmma.cuh): two warpgroups
+// of 32 output columns each (m64n32k8), the tiles split from global memory. RUNNING, its control
+// that must differ: the high products accumulated across k in wgmma's own accumulator, as a plain
+// GEMM would.
+template <bool RUNNING>
 __global__ void __launch_bounds__(256) library_wgmma_kernel(const float* a, const float* bt, float* out, int M,
                                                             int N, int Kd) {
     extern __shared__ uint8_t smem_raw[];
-    kcv::gdn::cuda::block_mma_wgmma<false, false>(
+    kcv::gdn::cuda::block_mma_wgmma<false, false, RUNNING>(
         M, N, Kd, [&](int m, int k) { return a[m * kPortK + k]; }, [&](int k, int n) { return bt[n * kPortK + k]; },
         [&](int m, int n, float v) { out[m * 64 + n] = v; }, smem_raw);
-}
-
-// The same product on wgmma: each row of A and of Bᵀ split per k step on block_mma's grid (the
-// largest |x| of the row's eight values, quad_grid's rounding constant) into hi, lo, lo2 tiles;
-// then per k step the remainders' chain (block_mma's order) and the high product into a zeroed
-// accumulator, added to the float32 sum after it completes. RUNNING, a control that must differ:
-// the high products accumulated across k in wgmma's own accumulator, as a plain GEMM would.
-template <bool RUNNING>
-__global__ void __launch_bounds__(128) port_wgmma_kernel(const float* a, const float* bt, float* out) {
-    namespace g = kcv::gdn::cuda;
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t* base = align_1024(smem_raw);   // ahi, alo, alo2, bhi, blo, blo2: 8 KiB each
-    for (int task = threadIdx.x; task < 2 * 64 * (kPortK / 8); task += blockDim.x) {
-        const int which = task / (64 * (kPortK / 8)), r = task / (kPortK / 8) % 64, k0 = task % (kPortK / 8) * 8;
-        const float* row = (which == 0 ? a : bt) + r * kPortK + k0;
-        uint32_t m = 0;
-        for (int k = 0; k < 8; ++k) m = max(m, __float_as_uint(row[k]) & 0x7FFFFFFFu);
-        const float grid = g::grid_for(m);
-        uint8_t* tiles = base + which * 3 * kSplitTile;
-        for (int k = 0; k < 8; ++k) {
-            uint32_t hi, lo, lo2;
-            g::split_on_grid<false>(row[k], grid, hi, lo, lo2);
-            const uint32_t at = sw128_offset(r, k0 + k);
-            *reinterpret_cast<uint32_t*>(tiles + at) = hi;
-            *reinterpret_cast<uint32_t*>(tiles + kSplitTile + at) = lo;
-            *reinterpret_cast<uint32_t*>(tiles + 2 * kSplitTile + at) = lo2;
-        }
-    }
-    fence_proxy_async_smem();
-    __syncthreads();
-    const SplitTiles t = split_tiles(base);
-    float acc[32], low[32], low2[32], part[32];
-#pragma unroll
-    for (int r = 0; r < 32; ++r) acc[r] = low[r] = low2[r] = 0.0f, part[r] = kGarbage;
-    fence_operands(acc);
-    fence_operands(low);
-    fence_operands(low2);
-    fence_operands(part);
-#pragma unroll
-    for (int k = 0; k < kPortK / 8; ++k) {
-        const uint64_t o = 2 * k;
-        wgmma_fence();
-        if (RUNNING) wgmma_m64n64k8_tf32_ss(acc, t.ahi + o, t.bhi + o, k > 0);
-        else wgmma_m64n64k8_tf32_ss(part, t.ahi + o, t.bhi + o, 0);
-        wgmma_commit();
-        split_remainders(low, low2, t, k);
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (!RUNNING) {
-            fence_operands(part);
-#pragma unroll
-            for (int r = 0; r < 32; ++r) acc[r] = __fadd_rn(acc[r], part[r]);
-        }
-    }
-    wgmma_wait<0>();
-    fence_operands(acc);
-    fence_operands(low);
-    fence_operands(low2);
-    float d[32];
-#pragma unroll
-    for (int r = 0; r < 32; ++r)
-        d[r] = __fadd_rn(acc[r], __fmul_rn(__fadd_rn(low[r], __fmul_rn(low2[r], g::kLowUnscale)), g::kLowUnscale));
-    store_accumulators(d, out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1295,37 +1234,41 @@ void split_throughput(int sms) {
 }
 
 // Case P: trials of random float32 operands, each row scaled by its own power of two (2^-40 to
-// 2^40, some rows zero, some values subnormal), through both kernels; every output compared bit
-// for bit. In odd trials each k step of a row gets a power of two of its own as well (2^-12 to
-// 2^12), so that its high parts lie on other grids and the float32 sum of the steps' high products
-// rounds: where the control's truncating running sum and block_mma's rounded one part.
-// The library's block_mma_wgmma runs on the same operands twice: at 64×64×32, and at 37×50×29, where
-// rows, columns and k end inside a tile; each against block_mma at that shape.
+// 2^40, some rows zero, some values subnormal), through block_mma and the library's
+// block_mma_wgmma; every output compared bit for bit, at 64×64×32 and at 37×50×29, where rows,
+// columns and k end inside a tile. In odd trials each k step of a row gets a power of two of its
+// own as well (2^-12 to 2^12), so that its high parts lie on other grids and the float32 sum of
+// the steps' high products rounds: where the control's truncating running sum (RUNNING, at
+// 64×64×32) and block_mma's rounded one part.
 void case_p(std::mt19937_64& rng) {
     g_stage = "P block_mma on wgmma";
-    constexpr int kPortSmem = 1024 + 6 * kSplitTile;
     constexpr int kLibrarySmem = static_cast<int>(kcv::gdn::cuda::kWgmmaScratchBytes);
-    CHECK(cudaFuncSetAttribute(port_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
-    CHECK(cudaFuncSetAttribute(port_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kPortSmem));
-    CHECK(cudaFuncSetAttribute(library_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kLibrarySmem));
+    CHECK(cudaFuncSetAttribute(library_wgmma_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kLibrarySmem));
+    CHECK(cudaFuncSetAttribute(library_wgmma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kLibrarySmem));
     struct Shape {
         int M, N, Kd;
     };
     const Shape shapes[2] = {{64, 64, kPortK}, {37, 50, kPortK - 3}};
-    long library_differ[2] = {0, 0}, library_compared[2] = {0, 0};
+    struct Count {
+        long differ = 0, compared = 0;
+        int trial = -1, at = -1;
+        float want = 0, got = 0;
+        void add(int t, int i, float w, float g) {
+            ++compared;
+            if (std::memcmp(&w, &g, sizeof(float)) == 0) return;
+            if (differ++ == 0) trial = t, at = i, want = w, got = g;
+        }
+    } library[2], running;
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::uniform_int_distribution<int> expo(-40, 40), pick(0, 15), step(-12, 12);
     const size_t n_in = 64 * kPortK;
-    float *da = nullptr, *db = nullptr, *dref = nullptr, *dport = nullptr, *drun = nullptr;
+    float *da = nullptr, *db = nullptr, *dref = nullptr, *dlib = nullptr, *drun = nullptr;
     CHECK(cudaMalloc(&da, n_in * sizeof(float)));
     CHECK(cudaMalloc(&db, n_in * sizeof(float)));
     CHECK(cudaMalloc(&dref, 64 * 64 * sizeof(float)));
-    CHECK(cudaMalloc(&dport, 64 * 64 * sizeof(float)));
+    CHECK(cudaMalloc(&dlib, 64 * 64 * sizeof(float)));
     CHECK(cudaMalloc(&drun, 64 * 64 * sizeof(float)));
     constexpr int kTrials = 64;
-    long differing = 0, compared = 0, running_differ = 0;
-    int first_trial = -1, first_at = -1;
-    float first_ref = 0, first_port = 0;
     for (int trial = 0; trial < kTrials; ++trial) {
         std::vector<float> a(n_in), bt(n_in);
         for (std::vector<float>* x : {&a, &bt})
@@ -1343,49 +1286,38 @@ void case_p(std::mt19937_64& rng) {
         for (int z = 0; z < 2; ++z) {
             const Shape sh = shapes[z];
             port_reference_kernel<<<1, 128>>>(da, db, dref, sh.M, sh.N, sh.Kd);
-            library_wgmma_kernel<<<1, 256, kLibrarySmem>>>(da, db, dport, sh.M, sh.N, sh.Kd);
+            library_wgmma_kernel<false><<<1, 256, kLibrarySmem>>>(da, db, dlib, sh.M, sh.N, sh.Kd);
+            if (z == 0) library_wgmma_kernel<true><<<1, 256, kLibrarySmem>>>(da, db, drun, sh.M, sh.N, sh.Kd);
             CHECK(cudaGetLastError());
-            std::vector<float> ref(64 * 64), lib(64 * 64);
+            std::vector<float> ref(64 * 64), lib(64 * 64), run(64 * 64);
             CHECK(cudaMemcpy(ref.data(), dref, ref.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            CHECK(cudaMemcpy(lib.data(), dport, lib.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(lib.data(), dlib, lib.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            if (z == 0) CHECK(cudaMemcpy(run.data(), drun, run.size() * sizeof(float), cudaMemcpyDeviceToHost));
             for (int m = 0; m < sh.M; ++m)
-                for (int n = 0; n < sh.N; ++n, ++library_compared[z])
-                    library_differ[z] += std::memcmp(&ref[m * 64 + n], &lib[m * 64 + n], sizeof(float)) != 0;
+                for (int n = 0; n < sh.N; ++n) {
+                    const int i = m * 64 + n;
+                    library[z].add(trial, i, ref[i], lib[i]);
+                    if (z == 0) running.add(trial, i, ref[i], run[i]);
+                }
         }
-        port_reference_kernel<<<1, 128>>>(da, db, dref, 64, 64, kPortK);
-        port_wgmma_kernel<false><<<1, 128, kPortSmem>>>(da, db, dport);
-        port_wgmma_kernel<true><<<1, 128, kPortSmem>>>(da, db, drun);
-        CHECK(cudaGetLastError());
-        std::vector<float> ref(64 * 64), port(64 * 64), run(64 * 64);
-        CHECK(cudaMemcpy(run.data(), drun, run.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(ref.data(), dref, ref.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(port.data(), dport, port.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < ref.size(); ++i) running_differ += std::memcmp(&ref[i], &run[i], sizeof(float)) != 0;
-        for (size_t i = 0; i < ref.size(); ++i, ++compared)
-            if (std::memcmp(&ref[i], &port[i], sizeof(float)) != 0) {
-                if (first_trial < 0) first_trial = trial, first_at = static_cast<int>(i), first_ref = ref[i],
-                                     first_port = port[i];
-                ++differing;
-            }
     }
-    for (float* p : {da, db, dref, dport, drun}) CHECK(cudaFree(p));
-    char buf[200];
-    if (differing == 0) {
-        std::snprintf(buf, sizeof buf, "0 of %ld outputs differ (%d trials of 64×64×%d)", compared, kTrials, kPortK);
-    } else {
-        std::snprintf(buf, sizeof buf, "%ld of %ld differ; first: trial %d, row %d col %d, block_mma %.9g, wgmma %.9g",
-                      differing, compared, first_trial, first_at / 64, first_at % 64, first_ref, first_port);
-    }
-    record("P block_mma's split product on wgmma, bit for bit", true, differing == 0, "", buf);
-    // The control: the comparison can tell schedules apart only if this one differs somewhere.
-    std::snprintf(buf, sizeof buf, "%ld of %ld outputs differ from block_mma's", running_differ, compared);
-    record("P control: high products accumulated in wgmma", true, running_differ > 0, "", buf);
+    for (float* p : {da, db, dref, dlib, drun}) CHECK(cudaFree(p));
+    char buf[240];
     for (int z = 0; z < 2; ++z) {
-        std::snprintf(buf, sizeof buf, "%ld of %ld outputs differ from block_mma's (%d trials of %d×%d×%d)",
-                      library_differ[z], library_compared[z], kTrials, shapes[z].M, shapes[z].N, shapes[z].Kd);
+        const Count& c = library[z];
+        if (c.differ == 0)
+            std::snprintf(buf, sizeof buf, "0 of %ld outputs differ from block_mma's (%d trials of %d×%d×%d)",
+                          c.compared, kTrials, shapes[z].M, shapes[z].N, shapes[z].Kd);
+        else
+            std::snprintf(buf, sizeof buf,
+                          "%ld of %ld differ; first: trial %d, row %d col %d, block_mma %.9g, wgmma %.9g", c.differ,
+                          c.compared, c.trial, c.at / 64, c.at % 64, c.want, c.got);
         record(z == 0 ? "P the library's block_mma_wgmma, bit for bit" : "P the library's block_mma_wgmma, partial tiles",
-               true, library_differ[z] == 0, "", buf);
+               true, c.differ == 0, "", buf);
     }
+    // The control: the comparison can tell schedules apart only if this one differs somewhere.
+    std::snprintf(buf, sizeof buf, "%ld of %ld outputs differ from block_mma's", running.differ, running.compared);
+    record("P control: high products accumulated in wgmma", true, running.differ > 0, "", buf);
 }
 
 void tma_bandwidth(EncodeTiledFn encode, int sms) {

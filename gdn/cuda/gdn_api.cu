@@ -62,6 +62,11 @@ struct DeviceLauncher {
         if (e != cudaSuccess) return fail(std::string(name) + " launch: " + cudaGetErrorString(e));
         return 0;
     }
+    // Every launch here has the whole block.
+    template <class Kernel, class... Args>
+    int full_block(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return (*this)(kernel, grid, smem, name, args...);
+    }
 };
 
 // Version 2 (tensor cores) for the 16-bit inputs, version 1 for float32 and whenever the

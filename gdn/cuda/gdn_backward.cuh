@@ -239,7 +239,7 @@ __device__ __forceinline__ void combine_through_a(const Dims& d, ChunkPos c, Gra
     const int tid = threadIdx.x, nt = blockDim.x, K = d.K, L = c.L;
     const int GK = GATE == 2 ? K : 1;
     auto et_at = [&](int t, int i) {
-        return eg ? exp_gamma<GATE>(eg, G.gam, t, i, K) : exp_rn(gamma_at<GATE>(G.gam, t, i, K));
+        return GATE == 1 && eg ? eg[t] : exp_rn(gamma_at<GATE>(G.gam, t, i, K));
     };
     for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
         float dbk[kElementBatch], dk[kElementBatch];

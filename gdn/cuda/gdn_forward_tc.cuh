@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_tc(Dims sizes, Works
     float* qt_s = e_s + kChunk;                         // per-channel gate: C×K, Q ⊙ e^γ, stride K + 4
     TI* const qr_s = aligned16<TI>(qt_s);               // other gates: Q's raw rows (C×K, stride K + 8); rows from L on stale
     // wgmma: block_mma_wgmma's split tiles, past Q's.
-    uint8_t* const mma_s = reinterpret_cast<uint8_t*>(qt_s) + output_q_bytes(K, GATE, sizeof(TI));
+    uint8_t* const tiles = WG ? reinterpret_cast<uint8_t*>(qt_s) + output_q_bytes(K, GATE, sizeof(TI)) : nullptr;
     const size_t sh = size_t(c.slot) * d.HV + hv;
     const float* gam = w.gamma + sh * kChunk * GK;
     const TI* q = static_cast<const TI*>(a.q);
@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_output_tc(Dims sizes, Works
         auto right = [&](int x, int j) {
             return x < K ? S0[size_t(x) * V + j] : x - K < L ? D[size_t(x - K) * V + j] : 0.0f;
         };
-        block_mma_wgmma<false, false>(L, VS, K + kChunk, left, right, store, mma_s);
+        block_mma_wgmma<false, false>(L, VS, K + kChunk, left, right, store, tiles);
     } else {
         block_mma<4, false, false>(
             L, VS, K + kChunk, left, [&](int x, int j) { return x < K ? S_s[x * ldv + j] : D_s[(x - K) * ldv + j]; },

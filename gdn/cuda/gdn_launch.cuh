@@ -1,9 +1,10 @@
 // The launch sequences of the forward and the backward, written once over a Launcher so that
 // the same sequence drives the GPU (gdn_api.cu) and the host emulation of the kernels
 // (host_emulation.hpp, tests/cpp/test_gdn_cuda_emulated.cpp). A Launcher is called as
-// launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code; its
-// member sms is the SM count the grids are sized for, and output_on_wgmma says which product
-// chunk_output_tc runs (gdn_wgmma.cuh).
+// launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code, or as
+// launcher.full_block(...) for a kernel that needs the GPU's whole block of kThreads (wgmma's
+// warpgroups) rather than striding over blockDim; its member sms is the SM count the grids are
+// sized for, and output_on_wgmma says which product chunk_output_tc runs (gdn_wgmma.cuh).
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
 // tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh for every step but the
 // chunk offsets and the group sum. Both versions share the workspace and every launch shape.
@@ -115,8 +116,9 @@ int forward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     if constexpr (VERSION == 2) {
         const dim3 slices(d.slots, d.HV, (d.V + kOutCols - 1) / kOutCols);
         if (launch.output_on_wgmma)
-            return launch(chunk_output_tc<GATE, TI, KV, true>, slices, output_tc_smem_bytes(d.K, GATE, sizeof(TI), true),
-                          "chunk_output_tc_wgmma", d, w, fa);
+            return launch.full_block(chunk_output_tc<GATE, TI, KV, true>, slices,
+                                     output_tc_smem_bytes(d.K, GATE, sizeof(TI), true), "chunk_output_tc_wgmma", d, w,
+                                     fa);
         return launch(chunk_output_tc<GATE, TI, KV, false>, slices, output_tc_smem_bytes(d.K, GATE, sizeof(TI), false),
                       "chunk_output_tc", d, w, fa);
     } else {

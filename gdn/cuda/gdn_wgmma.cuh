@@ -19,7 +19,7 @@
 // The host emulation (host_emulation.hpp) runs it too: shared memory is its host array, the
 // fences and waits are nothing (its wgmma completes at once), and its wgmma reads the tiles through
 // the descriptors and the swizzle and sums as mma.sync's model does. The kernels that call it run
-// there with the GPU's two warpgroups (emulation::is_warpgroup_kernel below).
+// there with the GPU's two warpgroups (the Launcher's full_block, gdn_launch.cuh).
 #pragma once
 
 #include <cstring>
@@ -37,8 +37,9 @@ constexpr size_t kWgmmaScratchBytes = 6 * kWgmmaTile + 1024;
 // Whether the GPU library's chunk_output_tc multiplies on wgmma (block_mma_wgmma) or on mma.sync
 // (block_mma), the same bits either way: mma.sync unless built with KCV_GDN_WGMMA=1, until an H200
 // has compared the two builds' outputs (every digest, bench/gdn_wgmma_check.sh) and timed them.
-// The host emulation runs either (HostLauncher::output_on_wgmma; mma.sync unless a test asks). The
-// experiment of rounded operands (KCV_GDN_TF32_OPERANDS, gdn_mma.cuh) is block_mma's alone.
+// The host emulation runs either (HostLauncher::output_on_wgmma, host_run.hpp; mma.sync unless a
+// test asks). The experiment of rounded operands (KCV_GDN_TF32_OPERANDS, gdn_mma.cuh) is
+// block_mma's alone.
 #if defined(KCV_GDN_WGMMA) && KCV_GDN_WGMMA && !defined(KCV_GDN_TF32_OPERANDS)
 constexpr bool kOutputOnWgmma = true;
 #else
@@ -127,10 +128,6 @@ inline void wgmma_m64n32k8_tf32(float (&d)[16], uint64_t da, uint64_t db, int sc
     emulation::wgmma_tf32(d, da, db, scale_d);
 }
 
-namespace emulation {
-// The kernels that call block_mma_wgmma, by the names they are launched under.
-inline bool is_warpgroup_kernel(const char* name) { return std::strcmp(name, "chunk_output_tc_wgmma") == 0; }
-}  // namespace emulation
 #else
 __device__ __forceinline__ void wgmma_m64n32k8_tf32(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
     asm volatile(
@@ -160,12 +157,15 @@ __device__ __forceinline__ void store16(uint8_t* p, const uint32_t* x) {
 // for every m < M, n < N, called once per element, with block_mma's value bit for bit (any NT,
 // MT). A(m, k) and B(k, n) are called only for m < M, n < N, k < Kd, once each. scratch: at least
 // kWgmmaScratchBytes of shared memory. A block of kThreads (two warpgroups) calls it, every thread;
-// it ends with a barrier (the tiles are free again) and calls out after it.
-template <bool AEXACT, bool BEXACT, class FA, class FB, class FOut>
+// it ends with a barrier (the tiles are free again) and calls out after it. RUNNING is a control for
+// the tests and the probe, never for the kernels: the high products accumulated across k in
+// wgmma's own accumulator, as a plain GEMM would; it must differ from block_mma somewhere, or a
+// comparison could not tell the two schedules apart.
+template <bool AEXACT, bool BEXACT, bool RUNNING = false, class FA, class FB, class FOut>
 __device__ void block_mma_wgmma(int M, int N, int Kd, FA A, FB B, FOut out, uint8_t* scratch) {
     static_assert(kThreads == 256, "two warpgroups, 32 columns each");
 #if defined(KCV_GDN_HOST_EMULATION)
-    if (blockDim.x != kThreads) std::abort();   // a kernel is_warpgroup_kernel does not name
+    if (blockDim.x != kThreads) std::abort();   // a kernel launched without the Launcher's full_block
 #endif
     constexpr bool kPlain = AEXACT && BEXACT;   // one product a k step, of the raw values
     uint8_t* const tiles = align_1024(scratch);
@@ -224,7 +224,8 @@ __device__ void block_mma_wgmma(int M, int N, int Kd, FA A, FB B, FOut out, uint
             if (s0 + 8 * step >= Kd) break;
             const uint64_t o = 2 * step;   // 32 bytes a k step, in the descriptors' 16-byte units
             wgmma_fence();
-            wgmma_m64n32k8_tf32(part, ahi + o, bhi + o, 0);
+            if constexpr (RUNNING) wgmma_m64n32k8_tf32(acc, ahi + o, bhi + o, s0 + step > 0);
+            else wgmma_m64n32k8_tf32(part, ahi + o, bhi + o, 0);
             wgmma_commit();
             if (!kPlain) {
                 wgmma_m64n32k8_tf32(low, alo + o, bhi + o, 1);
@@ -235,11 +236,14 @@ __device__ void block_mma_wgmma(int M, int N, int Kd, FA A, FB B, FOut out, uint
             }
             wgmma_commit();
             wgmma_wait<1>();
-            fence_operands(part);
+            if constexpr (!RUNNING) {
+                fence_operands(part);
 #pragma unroll
-            for (int r = 0; r < 16; ++r) acc[r] += part[r];
+                for (int r = 0; r < 16; ++r) acc[r] += part[r];
+            }
         }
         wgmma_wait<0>();
+        if constexpr (RUNNING) fence_operands(acc);
         fence_operands(low);
         fence_operands(low2);
         __syncthreads();   // the tiles are read; the next slice may overwrite them

@@ -191,32 +191,6 @@ inline uint32_t shfl_xor(uint32_t value, int mask) {
     return other;
 }
 
-// The Launcher of gdn_launch.cuh for the host: runs each kernel through launch() with fewer
-// threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
-// with fewer host threads per block), except the kernels whose products run on wgmma, which need
-// the GPU's block of two warpgroups (is_warpgroup_kernel, gdn_wgmma.cuh: by their launch names);
-// refuses a block needing more shared memory than Hopper has.
-bool is_warpgroup_kernel(const char* name);
-// Whether the launch sequences run chunk_output_tc's wgmma product (gdn_wgmma.cuh) or its mma.sync
-// one: mma.sync, as the GPU library's default build does (and a block of 256 host threads meeting
-// at every barrier is slow on a small machine); a test sets it to compare the two.
-inline bool output_on_wgmma = false;
-struct HostLauncher {
-    unsigned threads = 32;
-    bool output_on_wgmma = emulation::output_on_wgmma;
-    int sms = 132;                                 // the SM count the grids are sized for (an H200's)
-    std::vector<const void*>* launched = nullptr;  // when set, each kernel's address, in launch order
-
-    template <class Kernel, class... Args>
-    int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
-        if (launched) launched->push_back(reinterpret_cast<const void*>(kernel));
-        if (smem > sizeof(shared_memory)) return 1;
-        if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
-        launch(kernel, grid, is_warpgroup_kernel(name) ? 256u : threads, args...);
-        return 0;
-    }
-};
-
 }  // namespace kcv::gdn::cuda::emulation
 
 #define threadIdx (::kcv::gdn::cuda::emulation::thread_index)

@@ -42,19 +42,65 @@ struct RunInputs {
     const float *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
 };
 
-// Forward then backward with the kernels of `version` (1 or 2) for input dtype `dtype` (0 float32,
-// 1 bfloat16, 2 float16, as kcv_gdn_params) into `out`, on a workspace that starts as NaN, the
-// grids sized for `sms` SMs; the first nonzero status of the two launch sequences, else 0. The
-// 16-bit outputs (o, dq, dk, dv, dbeta) come back widened to float32. FIXED: version 2 takes the
-// kernels compiled for K = V = FIXED when the problem has those sizes, as the GPU library does for
-// kMaxDim (gdn_api.cu); 0 reads the sizes at run time everywhere. `launched`, when given, receives
-// the address of every kernel launched. apart: the forward writes the chunk preparation into a
-// buffer of its own (kcv_gdn_params.prepared) and the backward reads it there, on a workspace set to
-// NaN again in between, as a framework would run them (nothing else of the forward's workspace
-// survives); out.backward_wrote_prepared says whether the backward changed that buffer.
+// The Launcher of gdn_launch.cuh for the host: runs each kernel through launch() with fewer
+// threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
+// with fewer host threads per block), except those launched through full_block, whose products run
+// on wgmma's warpgroups and need the GPU's whole block; refuses a block needing more shared memory
+// than Hopper has. output_on_wgmma: whether the launch sequences run chunk_output_tc's wgmma
+// product (gdn_wgmma.cuh) or its mma.sync one; mma.sync, as the GPU library's default build does
+// (and a block of 256 host threads meeting at every barrier is slow on a small machine).
+struct HostLauncher {
+    unsigned threads = 32;
+    bool output_on_wgmma = false;
+    int sms = 132;                                 // the SM count the grids are sized for (an H200's)
+    std::vector<const void*>* launched = nullptr;  // when set, each kernel's address, in launch order
+
+    template <class Kernel, class... Args>
+    int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return run(threads, kernel, grid, smem, name, args...);
+    }
+    template <class Kernel, class... Args>
+    int full_block(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return run(kThreads, kernel, grid, smem, name, args...);
+    }
+
+private:
+    template <class Kernel, class... Args>
+    int run(unsigned block, Kernel kernel, dim3 grid, size_t smem, const char*, Args... args) {
+        if (launched) launched->push_back(reinterpret_cast<const void*>(kernel));
+        if (smem > sizeof(shared_memory)) return 1;
+        if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
+        launch(kernel, grid, block, args...);
+        return 0;
+    }
+};
+
+// How run_member runs the kernels.
+struct RunOptions {
+    int version = 1;   // 1 the reference kernels, 2 the tensor-core ones
+    int dtype = 0;     // of the inputs: 0 float32, 1 bfloat16, 2 float16, as kcv_gdn_params
+    int sms = 132;     // the SM count the grids are sized for (an H200's)
+    // When set, receives the address of every kernel launched, in launch order.
+    std::vector<const void*>* launched = nullptr;
+    // The forward writes the chunk preparation into a buffer of its own (kcv_gdn_params.prepared)
+    // and the backward reads it there, on a workspace set to NaN again in between, as a framework
+    // would run them (nothing else of the forward's workspace survives).
+    bool apart = false;
+    // chunk_output_tc's product on wgmma (gdn_wgmma.cuh), as the GPU library built with
+    // KCV_GDN_WGMMA=1 runs it, instead of on mma.sync.
+    bool output_on_wgmma = false;
+};
+
+// Forward then backward as `opt` says into `out`, on a workspace that starts as NaN; the first
+// nonzero status of the two launch sequences, else 0. The 16-bit outputs (o, dq, dk, dv, dbeta)
+// come back widened to float32. FIXED: version 2 takes the kernels compiled for K = V = FIXED when
+// the problem has those sizes, as the GPU library does for kMaxDim (gdn_api.cu); 0 reads the sizes
+// at run time everywhere. With opt.apart, out.backward_wrote_prepared says whether the backward
+// changed the preparation's buffer.
 template <int FIXED = kMaxDim>
-int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& out, int sms = 132, int dtype = 0,
-               std::vector<const void*>* launched = nullptr, bool apart = false) {
+int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, RunOutputs& out) {
+    const int dtype = opt.dtype, version = opt.version;
+    const bool apart = opt.apart;
     auto run = [&]<class TI>() {
         const Shape& s = p.shape;
         // The tensors of dtype TI: converted copies of the 16-bit inputs, buffers for the outputs.
@@ -94,8 +140,9 @@ int run_member(const Problem& p, const RunInputs& in, int version, RunOutputs& o
         kp.workspace = ws.data();
         kp.workspace_bytes = ws.size() * sizeof(float);
         HostLauncher launch;
-        launch.sms = sms;
-        launch.launched = launched;
+        launch.sms = opt.sms;
+        launch.launched = opt.launched;
+        launch.output_on_wgmma = opt.output_on_wgmma;
         // Outputs never written stay NaN, as out's own do.
         const TI nan = from_float<TI>(std::numeric_limits<float>::quiet_NaN());
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);

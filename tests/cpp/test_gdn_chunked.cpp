@@ -290,7 +290,8 @@ Outputs run_emulated_kernels(const Problem& p, const Inputs& in, int dtype = 0) 
     Outputs out(p);
     const kcv::gdn::cuda::emulation::RunInputs ri{in.q.data(),    in.k.data(),   in.v.data(),   in.g.data(),
                                                   in.beta.data(), in.h0.data(), in.d_o.data(), in.dht.data()};
-    EXPECT_EQ(kcv::gdn::cuda::emulation::run_member(p, ri, VERSION, out, 132, dtype), 0) << "launch sequences";
+    EXPECT_EQ(kcv::gdn::cuda::emulation::run_member(p, ri, {.version = VERSION, .dtype = dtype}, out), 0)
+        << "launch sequences";
     return out;
 }
 

@@ -76,15 +76,14 @@ using Outputs = cu::emulation::RunOutputs;
 // from the PTX fragment layout). Outputs and workspace start as NaN, so an element the kernels
 // never write cannot pass a comparison. Version 2 takes the kernels compiled for K = V = 16 where a
 // case has those sizes (the GPU library's are compiled for 128, too slow to emulate; the bits are
-// the same, FixedHeadSizeKernelsGiveTheSameBits). FIXED, dtype and launched as run_member's.
+// the same, FixedHeadSizeKernelsGiveTheSameBits). FIXED and opt as run_member's.
 template <int FIXED = 16>
-Outputs run_kernels(const Case& c, const Inputs& in, int version = 1, int sms = 132, int dtype = 0,
-                    std::vector<const void*>* launched = nullptr, bool apart = false) {
+Outputs run_kernels(const Case& c, const Inputs& in, const cu::emulation::RunOptions& opt = {}) {
     const Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
     Outputs out(p);
     const cu::emulation::RunInputs ri{in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
                                       c.h0 ? in.h0.data() : nullptr, in.d_o.data(), c.dht ? in.dht.data() : nullptr};
-    EXPECT_EQ(cu::emulation::run_member<FIXED>(p, ri, version, out, sms, dtype, launched, apart), 0)
+    EXPECT_EQ(cu::emulation::run_member<FIXED>(p, ri, opt, out), 0)
         << c.name << ": a launch sequence failed";
     return out;
 }
@@ -167,7 +166,7 @@ Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out) {
 
 void run_case(const Case& c, uint32_t seed, int version = 1, double bound = 1.0) {
     const Inputs in = draw(c, seed);
-    const Outputs out = run_kernels(c, in, version);
+    const Outputs out = run_kernels(c, in, {.version = version});
     const Ratios r = against_oracle(c, in, out);
     std::printf("  %-34s %s\n", c.name.c_str(), r.str().c_str());
     for (auto& [n, x] : r.r) EXPECT_LE(x, bound) << c.name << " seed " << seed << " " << n << ": " << r.str();
@@ -331,9 +330,9 @@ TEST_P(ScanColumnWidths, GiveTheSameBits) {
     const Member m = members[member];
     const Case c{std::string(kcv::gdn::member_name(m)) + "/V" + std::to_string(lay.shape.V), m, lay.shape};
     const Inputs in = draw(c, 1301 + 5 * layout + member);
-    const Outputs first = run_kernels(c, in, 2, lay.sms_cols.front().first);
+    const Outputs first = run_kernels(c, in, {.version = 2, .sms = lay.sms_cols.front().first});
     for (size_t w = 1; w < lay.sms_cols.size(); ++w)
-        expect_same_bits(first, run_kernels(c, in, 2, lay.sms_cols[w].first),
+        expect_same_bits(first, run_kernels(c, in, {.version = 2, .sms = lay.sms_cols[w].first}),
                          c.name + ": " + std::to_string(lay.sms_cols.front().second) + " and " +
                              std::to_string(lay.sms_cols[w].second) + " columns");
     // And the first width's run agrees with the oracle.
@@ -364,8 +363,8 @@ TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
             for (int dtype : {0, 1}) {
                 if (dtype == 1 && !gdn) continue;
                 std::vector<const void*> launched;
-                const Outputs runtime = run_kernels<0>(c, in, 2, 132, dtype);
-                const Outputs fixed = run_kernels<16>(c, in, 2, 132, dtype, &launched);
+                const Outputs runtime = run_kernels<0>(c, in, {.version = 2, .dtype = dtype});
+                const Outputs fixed = run_kernels<16>(c, in, {.version = 2, .dtype = dtype, .launched = &launched});
                 expect_same_bits(runtime, fixed, c.name + " dtype " + std::to_string(dtype));
                 // Gated DeltaNet in float32: the fixed kernels ran where the sizes allow, not elsewhere.
                 if (gdn && dtype == 0) {
@@ -390,10 +389,6 @@ TEST(GdnCudaEmulated, FixedHeadSizeKernelsGiveTheSameBits) {
 class OutputOnWgmma : public ::testing::TestWithParam<int> {};
 
 TEST_P(OutputOnWgmma, GivesTheSameBits) {
-    struct Products {   // which product the emulated launch sequences run, restored on leaving
-        bool before = cu::emulation::output_on_wgmma;
-        ~Products() { cu::emulation::output_on_wgmma = before; }
-    } restore;
     const Member m = kcv::gdn::all_members().at(size_t(GetParam()));
     const bool gdn = m.gate == GateKind::scalar && m.delta;
     const Case c{std::string(kcv::gdn::member_name(m)) + "/V72", m, Shape{1, 70, 1, 1, 16, 72, {0, 1, 70}}};
@@ -401,10 +396,9 @@ TEST_P(OutputOnWgmma, GivesTheSameBits) {
     for (int dtype : {0, 1}) {
         if (dtype == 1 && !gdn) continue;
         std::vector<const void*> on_mma, on_wgmma;
-        cu::emulation::output_on_wgmma = false;
-        const Outputs mma = run_kernels<0>(c, in, 2, 132, dtype, &on_mma);
-        cu::emulation::output_on_wgmma = true;
-        const Outputs wgmma = run_kernels<0>(c, in, 2, 132, dtype, &on_wgmma);
+        const Outputs mma = run_kernels<0>(c, in, {.version = 2, .dtype = dtype, .launched = &on_mma});
+        const Outputs wgmma =
+            run_kernels<0>(c, in, {.version = 2, .dtype = dtype, .launched = &on_wgmma, .output_on_wgmma = true});
         expect_same_bits(mma, wgmma, c.name + " dtype " + std::to_string(dtype));
         EXPECT_TRUE(all_finite(wgmma.o)) << c.name << ": an output left unwritten";
         if (gdn && dtype == 0) {
@@ -437,8 +431,8 @@ TEST_P(KeptPreparation, GivesTheSameBits) {
         const Inputs in = draw(c, ++seed);
         for (auto [version, dtype] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{2, 1}}) {
             const std::string what = c.name + " v" + std::to_string(version) + " dtype " + std::to_string(dtype);
-            const Outputs together = run_kernels(c, in, version, 132, dtype);
-            const Outputs apart = run_kernels(c, in, version, 132, dtype, nullptr, true);
+            const Outputs together = run_kernels(c, in, {.version = version, .dtype = dtype});
+            const Outputs apart = run_kernels(c, in, {.version = version, .dtype = dtype, .apart = true});
             expect_same_bits(together, apart, what);
             EXPECT_FALSE(apart.backward_wrote_prepared) << what << ": the backward wrote the kept preparation";
             // dg and dbeta only where the member has a gate and a β; the rest stay NaN.
@@ -584,9 +578,10 @@ TEST(TensorCoreEmulation, GivesTheH200sSumsOfTheRoundingCases) {
         EXPECT_EQ(cu::emulation::tensor_core_sum(s.terms.data(), int(s.terms.size())), float(s.h200)) << s.name;
 }
 
-// C (M×N) = A (M×Kd) · B (Kd×N) through block_mma, one warp.
+// C (M×N) = A (M×Kd) · B (Kd×N) through block_mma<NT, AEXACT, BEXACT>, one warp.
+template <bool AEXACT = false, bool BEXACT = false, int NT = 1>
 void tile_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
-    cu::block_mma<1, false, false>(
+    cu::block_mma<NT, AEXACT, BEXACT>(
         M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
         [&](int m, int n, float acc) { C[m * N + n] = acc; });
 }
@@ -602,7 +597,7 @@ TEST(GdnCudaEmulated, TensorCoreTileSumsOfHighPartsAreExact) {
         std::vector<float> A(M * Kd, 0.0f), B(Kd * N, 1.0f), C(M * N, -1.0f);
         A[0] = 1.0f;
         A[1] = 3.0f * std::ldexp(1.0f, -25);
-        cu::emulation::launch(tile_product, dim3(1), 32, A.data(), B.data(), C.data(), M, N, Kd);
+        cu::emulation::launch(tile_product<>, dim3(1), 32, A.data(), B.data(), C.data(), M, N, Kd);
         for (int n = 0; n < N; ++n) EXPECT_EQ(C[n], 1.0f + std::ldexp(1.0f, -23)) << "column " << n;
     }
     const int M = 32, N = 16, Kd = 64;
@@ -612,7 +607,7 @@ TEST(GdnCudaEmulated, TensorCoreTileSumsOfHighPartsAreExact) {
     std::vector<float> A(M * Kd), B(Kd * N), C(M * N);
     for (auto& x : A) x = float(std::ldexp(mant(rng), expo(rng)));
     for (auto& x : B) x = float(std::ldexp(mant(rng), expo(rng)));
-    cu::emulation::launch(tile_product, dim3(1), 32, A.data(), B.data(), C.data(), M, N, Kd);
+    cu::emulation::launch(tile_product<>, dim3(1), 32, A.data(), B.data(), C.data(), M, N, Kd);
     double worst = 0.0, bias = 0.0;
     for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
@@ -632,20 +627,12 @@ TEST(GdnCudaEmulated, TensorCoreTileSumsOfHighPartsAreExact) {
 }
 
 // C (M×N) = A (M×Kd) · B (Kd×N) through block_mma_wgmma, a block of two warpgroups; its tiles 40
-// bytes into shared memory, so that it has to align them itself.
-template <bool AEXACT, bool BEXACT>
+// bytes into shared memory, so that it has to align them itself. RUNNING: its control schedule.
+template <bool AEXACT, bool BEXACT, bool RUNNING = false>
 void wgmma_tile_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
-    cu::block_mma_wgmma<AEXACT, BEXACT>(
+    cu::block_mma_wgmma<AEXACT, BEXACT, RUNNING>(
         M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
         [&](int m, int n, float acc) { C[m * N + n] = acc; }, reinterpret_cast<uint8_t*>(cu::shared_floats()) + 40);
-}
-
-// The same through block_mma, one warp.
-template <bool AEXACT, bool BEXACT>
-void mma_tile_product(const float* A, const float* B, float* C, int M, int N, int Kd) {
-    cu::block_mma<2, AEXACT, BEXACT>(
-        M, N, Kd, [&](int m, int k) { return A[m * Kd + k]; }, [&](int k, int n) { return B[k * N + n]; },
-        [&](int m, int n, float acc) { C[m * N + n] = acc; });
 }
 
 // Values over 2^-140 … 2^20 with both signs, zeros and subnormals among them; EXACT: cut to 16-bit
@@ -683,7 +670,7 @@ void expect_wgmma_port_bits(std::mt19937_64& rng) {
         const std::vector<float> A = spread_values(rng, size_t(z.M) * z.Kd, AEXACT);
         const std::vector<float> B = spread_values(rng, size_t(z.Kd) * z.N, BEXACT);
         std::vector<float> want(size_t(z.M) * z.N, std::nanf("1")), got(want);
-        cu::emulation::launch(mma_tile_product<AEXACT, BEXACT>, dim3(1), 32, A.data(), B.data(), want.data(), z.M,
+        cu::emulation::launch(tile_product<AEXACT, BEXACT, 2>, dim3(1), 32, A.data(), B.data(), want.data(), z.M,
                               z.N, z.Kd);
         cu::emulation::launch(wgmma_tile_product<AEXACT, BEXACT>, dim3(1), 256, A.data(), B.data(), got.data(), z.M,
                               z.N, z.Kd);
@@ -709,6 +696,20 @@ TEST(GdnCudaEmulated, WgmmaPortGivesBlockMmasBits) {
     cu::emulation::launch(wgmma_tile_product<false, false>, dim3(1), 256, A.data(), B.data(), C.data(), M, N, Kd);
     for (int n = 0; n < N; ++n) EXPECT_EQ(C[n], 1.0f + std::ldexp(1.0f, -23)) << "column " << n;
     for (int n = 0; n < N; ++n) EXPECT_EQ(C[N + n], 0.0f) << "row 1, column " << n;
+    // The control schedule, the high products accumulated in wgmma across k (the tensor core's
+    // truncating sum where block_mma rounds), must differ somewhere on the same kind of values, or
+    // the comparisons above could not tell the two schedules apart.
+    const int Kc = 192;
+    const std::vector<float> a = spread_values(rng, size_t(M) * Kc, false);
+    const std::vector<float> b = spread_values(rng, size_t(Kc) * N, false);
+    std::vector<float> want(size_t(M) * N), running(want);
+    cu::emulation::launch(tile_product<false, false, 2>, dim3(1), 32, a.data(), b.data(), want.data(), M, N, Kc);
+    cu::emulation::launch(wgmma_tile_product<false, false, true>, dim3(1), 256, a.data(), b.data(), running.data(), M,
+                          N, Kc);
+    int differ = 0;
+    for (size_t e = 0; e < want.size(); ++e) differ += std::memcmp(&want[e], &running[e], 4) != 0;
+    EXPECT_GT(differ, 0) << "the running-sum control gives block_mma's bits at 64×64×192";
+    std::printf("  control, high products accumulated in wgmma: %d of %zu outputs differ\n", differ, want.size());
 }
 
 }  // namespace
