@@ -31,6 +31,12 @@ ErrorModelParams params_for(const OutputSpec& o, double c);
 ErrorModelParams params_for(const Contract& contract, size_t out, double c);
 // The coarsest operand format a contract allows; f32 when it allows none.
 DType allowed_operands(const Semantics& s);
+// The magnitude its oracle floors operands at in the scale (OracleArgs::operand_floor): the
+// smallest normal of the allowed operand format, 0 when the contract allows none. The scale
+// s_i then bounds an operand's rounding below that normal too, where the error is u(F)·N_F and
+// not u(F)·|a|. Every term of τ_i reads that s_i: the accumulation term grows with it as well,
+// by at most c·√K·u(acc)/(2·u(op)) of the operand term and only where an operand is below N_F.
+double operand_floor(const Contract& contract);
 
 // τ_i = c·√K·(u(acc)·s_i + η(acc)) + 2·u(op)·s_i + u(out)·|y*_i| + ulp_out(min normal), given
 // s_i and |y*_i|. The operand term: each product a·b of the sum with both operands rounded once

@@ -25,6 +25,16 @@ struct OracleArgs {
     const std::map<std::string, double>& attributes;
     std::vector<Tensor>& outputs;                    // float64, shaped by the caller
     std::vector<Tensor>& scales;                     // float64, same shapes as outputs
+    // N_F, the smallest normal of the operand format the contract allows (tf32, bf16), or 0.
+    // Rounding an operand a to F errs by at most u(F)·max(|a|, N_F): below N_F the error is
+    // absolute, set by F's subnormal step. An oracle whose scale is a sum of products then
+    // floors each operand's magnitude at N_F, s_i = Σ ½·(max(|a|, N_F)·|b| + |a|·max(|b|, N_F)),
+    // so that the operand term 2·u(F)·s_i bounds that rounding at every scale. Wherever no
+    // operand is below N_F this is Σ|a·b|, bit for bit (a zero operand stays zero: it rounds
+    // exactly). matmul, bmm, sum, mean and cumsum floor their scales. The others do not: the
+    // normalisations' and softmax's scales are not sums of products of the inputs, and the
+    // recurrence's (gdn_*) would floor its carried magnitude state, which is not written yet.
+    double operand_floor = 0;
 };
 
 using OracleFn = void (*)(const OracleArgs&);
@@ -50,11 +60,13 @@ using ExternalRunner = std::function<std::vector<Tensor>(const std::map<std::str
 
 // Convenience: widens inputs exactly, allocates outputs and scales of the given shapes, runs.
 // An external oracle runs through `runner` at the probe's `dims` (without one it cannot run in
-// libkcv), and gives no scales (tensors without a buffer: s_i = |y*_i|).
+// libkcv), and gives no scales (tensors without a buffer: s_i = |y*_i|). `operand_floor` is
+// OracleArgs::operand_floor.
 void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
                 const std::map<std::string, double>& attributes,
                 const std::vector<std::vector<int64_t>>& output_shapes,
                 std::vector<Tensor>& outputs, std::vector<Tensor>& scales,
-                const std::map<std::string, int64_t>& dims = {}, const ExternalRunner* runner = nullptr);
+                const std::map<std::string, int64_t>& dims = {}, const ExternalRunner* runner = nullptr,
+                double operand_floor = 0);
 
 }  // namespace kcv

@@ -11,6 +11,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "kcv/error_model.hpp"
 #include "kcv/execution.hpp"
 #include "kcv/oracle.hpp"
 #include "kcv/rng.hpp"
@@ -159,7 +160,8 @@ ProbeOutcome execute(const ExecContext& ctx, const Probe& probe) {
         }
 
         try {
-            run_oracle(c.oracle, co.inputs, c.attributes, out.output_shapes, co.reference, co.scale);
+            run_oracle(c.oracle, co.inputs, c.attributes, out.output_shapes, co.reference, co.scale, {}, nullptr,
+                       operand_floor(c));
         } catch (const OracleError& e) {
             // A refusal is a fact about these inputs (an index out of range under "raise").
             co.reference.clear();

@@ -71,6 +71,11 @@ DType allowed_operands(const Semantics& s) {
     return DType::f32;
 }
 
+double operand_floor(const Contract& contract) {
+    const DType operands = allowed_operands(contract.semantics);
+    return operands == DType::f32 ? 0.0 : info(operands).min_normal;
+}
+
 ErrorModelParams params_for(const Contract& contract, size_t out, double c) {
     const OutputSpec& o = contract.outputs.at(out);
     ErrorModelParams p = params_for(o, c);

@@ -213,7 +213,8 @@ bool explained_by_flush(const Contract& c, const Settings& s, const ProbeOutcome
         }
     }
     std::vector<Tensor> ref, scale;
-    run_oracle(c.oracle, inputs, c.attributes, o.output_shapes, ref, scale, o.probe.dims, s.external_runner);
+    run_oracle(c.oracle, inputs, c.attributes, o.output_shapes, ref, scale, o.probe.dims, s.external_runner,
+               operand_floor(c));
     for (size_t j = 0; j < c.outputs.size() && j < co.outputs.size(); ++j) {
         const int64_t k = j < o.k.size() ? o.k[j] : eval_dim_expr(c.outputs[j].k, o.probe.dims);
         if (!analytic_ratio(co.outputs[j], ref.at(j), scale.at(j), k, params_for(c, j, s.c)).pass())

@@ -1,7 +1,8 @@
 // Inclusive prefix sum along one axis (attribute "dim", default -1); the output has the input's
 // shape. y*_j = Σ_{k≤j} x_k with one running Sum2, so every prefix carries about twice
 // float64's precision before its rounding; s_j = Σ_{k≤j} |x_k|, the scale of the sum that
-// produced y*_j (the error model's scan over T uses K_j up to the axis length).
+// produced y*_j (the error model's scan over T uses K_j up to the axis length), each term
+// floored by term_magnitude where the contract allows rounded operands.
 // The running sum starts at +0, so a prefix of -0 terms is +0, as PyTorch's cumsum gives, and
 // once it meets Inf or NaN it keeps the IEEE value ([1, Inf, -Inf, 1] -> [1, Inf, NaN, NaN]).
 #include "registry.hpp"
@@ -24,7 +25,7 @@ void cumsum(const OracleArgs& a) {
         for (int64_t k = 0; k < view.n; ++k) {
             const int64_t at = view.at(lane, k);
             running.add(xv[at]);
-            magnitude += std::fabs(xv[at]);
+            magnitude += term_magnitude(xv[at], a.operand_floor);
             y[at] = running.value();
             s[at] = magnitude;
         }

@@ -4,7 +4,8 @@
 // y*_ij = Σ_k a_ik·b_kj, accumulated with Sum2/TwoProduct so y* carries about twice float64's
 // precision before its final rounding: the reference stays far more accurate than any
 // candidate, float64 candidates included. s_ij = Σ_k |a_ik·b_kj|, the scale of the analytic
-// error model for a dot product of length K.
+// error model for a dot product of length K; with an operand floor (a contract that allows tf32
+// or bf16 operands), each term is product_magnitude's floored one.
 #include <cstring>
 
 #include "registry.hpp"
@@ -54,8 +55,8 @@ struct Problem {
 
 // a: [batch, m, k], b: [batch, k, n], both row-major. The i-k-j order streams rows of b.
 template <bool kExactProducts>
-void multiply(const Problem& p, const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& y,
-              std::vector<double>& s) {
+void multiply(const Problem& p, const std::vector<double>& a, const std::vector<double>& b, double floor,
+              std::vector<double>& y, std::vector<double>& s) {
     std::vector<CompensatedSum> acc(static_cast<size_t>(p.n));
     std::vector<double> mag(static_cast<size_t>(p.n));
     for (int64_t bi = 0; bi < p.batch; ++bi) {
@@ -70,7 +71,7 @@ void multiply(const Problem& p, const std::vector<double>& a, const std::vector<
                 for (int64_t j = 0; j < p.n; ++j) {
                     if constexpr (kExactProducts) acc[j].add(aik * brow[j]);
                     else acc[j].add_product(aik, brow[j]);
-                    mag[j] += std::fabs(aik * brow[j]);
+                    mag[j] += product_magnitude(aik, brow[j], floor);
                 }
             }
             const int64_t row = (bi * p.m + i) * p.n;
@@ -109,8 +110,8 @@ void matrix_product(const OracleArgs& a, const Signature& sig, size_t rank) {
     const std::vector<double> bv = row_major(read_values(tb), batch, k, n, trans_b);
     const Problem p{batch, m, k, n};
     std::vector<double> y(static_cast<size_t>(batch * m * n)), s(y.size());
-    if (all_narrow(av) && all_narrow(bv)) multiply<true>(p, av, bv, y, s);
-    else multiply<false>(p, av, bv, y, s);
+    if (all_narrow(av) && all_narrow(bv)) multiply<true>(p, av, bv, a.operand_floor, y, s);
+    else multiply<false>(p, av, bv, a.operand_floor, y, s);
     write_values(a.outputs[0], y);
     write_values(a.scales[0], s);
 }

@@ -4,6 +4,8 @@
 //   mean:   y* = (Σ x) / n, s = (Σ |x|) / n: the error of a computed mean is the error of its
 //           sum divided by n, plus the rounding of the division, which u(out)·|y*| covers.
 //           An empty axis gives 0/0 = NaN, as PyTorch's mean does.
+//           Where the contract allows rounded operands, sum's and mean's terms are floored by
+//           term_magnitude.
 //   max:    y* = the first maximum, NaN if the lane holds one (PyTorch's max propagates NaN).
 //           Taking a maximum rounds nothing, so s = |y*| as for an elementwise map.
 //   argmax: the index of the first maximum, or of the first NaN (as PyTorch), written as an
@@ -41,7 +43,7 @@ void reduce(const OracleArgs& a, const Signature& sig, Reduction kind) {
         for (int64_t k = 0; k < view.n; ++k) {
             const double v = xv[view.at(lane, k)];
             total.add(v);
-            magnitude += std::fabs(v);
+            magnitude += term_magnitude(v, a.operand_floor);
         }
         const double n = static_cast<double>(view.n);
         y[lane] = kind == Reduction::mean ? total.value() / n : total.value();

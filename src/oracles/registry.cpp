@@ -75,7 +75,7 @@ void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
                 const std::map<std::string, double>& attributes,
                 const std::vector<std::vector<int64_t>>& output_shapes,
                 std::vector<Tensor>& outputs, std::vector<Tensor>& scales,
-                const std::map<std::string, int64_t>& dims, const ExternalRunner* runner) {
+                const std::map<std::string, int64_t>& dims, const ExternalRunner* runner, double operand_floor) {
     const OracleFn fn = find_oracle(name);
     if (fn == nullptr && is_external_oracle(name)) {
         if (runner == nullptr)
@@ -109,7 +109,7 @@ void run_oracle(const std::string& name, const std::vector<Tensor>& inputs,
         outputs.push_back(Tensor::empty(DType::f64, shape, {}, Poison::bytes(0xFF)));
         scales.push_back(Tensor::empty(DType::f64, shape, {}, Poison::bytes(0xFF)));
     }
-    fn(OracleArgs{wide, attributes, outputs, scales});
+    fn(OracleArgs{wide, attributes, outputs, scales, operand_floor});
 }
 
 }  // namespace kcv

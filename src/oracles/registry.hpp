@@ -21,6 +21,7 @@
 // $<LINK_LIBRARY:WHOLE_ARCHIVE,...>), or define a symbol that the program references.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +52,24 @@ struct Signature {
     std::vector<OperandSpec> outputs;
     size_t min_inputs = SIZE_MAX;   // SIZE_MAX: every input is required
 };
+
+// |x| floored at `floor`, except that a zero stays zero: rounding it to any format is exact.
+inline double floored_magnitude(double x, double floor) { return x == 0 ? 0.0 : std::max(std::fabs(x), floor); }
+
+// A scale's term for the product a·b, each operand's magnitude floored at `floor`
+// (OracleArgs::operand_floor): ½·(⌊a⌋·|b| + |a|·⌊b⌋) with ⌊x⌋ = floored_magnitude(x), which is
+// |a·b| when neither operand is below the floor, and exactly |a·b| when floor is 0.
+inline double product_magnitude(double a, double b, double floor) {
+    if (floor == 0) return std::fabs(a * b);
+    const double ma = std::fabs(a), mb = std::fabs(b);
+    return 0.5 * (floored_magnitude(a, floor) * mb + ma * floored_magnitude(b, floor));
+}
+
+// The same for a term x of a plain sum, a product with an exact 1: only x is rounded.
+inline double term_magnitude(double x, double floor) {
+    if (floor == 0) return std::fabs(x);
+    return 0.5 * (floored_magnitude(x, floor) + std::fabs(x));
+}
 
 // Throws OracleError unless the counts of inputs, outputs and scales match and every operand's
 // dtype is allowed: floating-point operands must be float64, scales always float64.

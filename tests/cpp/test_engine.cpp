@@ -14,7 +14,9 @@
 #include "engine/sandbox.hpp"
 #include "kcv/aggregate.hpp"
 #include "kcv/audit.hpp"
+#include "kcv/execution.hpp"
 #include "kcv/gate.hpp"
+#include "kcv/oracle.hpp"
 #include "kcv/probe.hpp"
 #include "kcv/record.hpp"
 #include "kcv/verify.hpp"
@@ -216,6 +218,44 @@ TEST(Verify, DeclaredBf16OperandsAdmitAKernelThatRoundsToThem) {
     }
     EXPECT_GE(passed, 8);
     EXPECT_EQ(gate(r, "PRC-03").verdict, Verdict::pass) << gate(r, "PRC-03").reason;
+}
+
+// A float32 matmul on TF32 tensor cores rounds every operand to tf32, a subnormal one to tf32's
+// grid of 2^-136: an error of up to 2^-137 whatever the operand's size. Under a contract that
+// declares tf32 operands that is correct, and the operand-floored scale admits it (docs/gates.md,
+// "Analytic model"). EXC-02's subnormal inputs at K = 1, where no other product's rounding can
+// cancel it: the executor floors the scale, the gate passes the honest kernel, and the scale
+// Σ|a·b| alone would have failed it.
+TEST(Verify, DeclaredTf32OperandsAdmitTheirRoundingBelowTheSmallestNormal) {
+    Contract c = resolve_contract("matmul-f32");
+    c.semantics.tf32_operands = true;
+    const GateDef& exc02 = *find_gate("EXC-02");
+    Probe probe;
+    for (const Probe& p : exc02.plan(c, Settings{}))
+        if (p.id == "EXC-02/daz-input/a") probe = p;
+    ASSERT_EQ(probe.id, "EXC-02/daz-input/a");
+    probe.dims["K"] = 1;
+    const std::unique_ptr<Backend> kernel = load_native(bad_kernel("matmul_tf32_operands"));
+    const ProbeOutcome o = execute(ExecContext{c, *kernel, {}}, probe);
+    ASSERT_TRUE(o.error.empty()) << o.error;
+    ASSERT_EQ(o.calls.size(), 1u);
+    const CallOutcome& co = o.calls[0];
+    ASSERT_EQ(co.facts.status, 0);
+
+    std::vector<Tensor> ref, floored;
+    run_oracle(c.oracle, co.inputs, c.attributes, o.output_shapes, ref, floored, {}, nullptr, 0x1p-126);
+    ASSERT_EQ(co.scale.size(), 1u);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < floored[0].numel(); ++i) differ += co.scale[0].bits(i) != floored[0].bits(i);
+    EXPECT_EQ(differ, 0) << "the executor's scale is not the one floored at tf32's smallest normal";
+    const GateResult r = exc02.judge(c, Settings{}, {o});
+    EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
+
+    ProbeOutcome unfloored = o;
+    run_oracle(c.oracle, co.inputs, c.attributes, o.output_shapes, unfloored.calls[0].reference,
+               unfloored.calls[0].scale);
+    const GateResult without = exc02.judge(c, Settings{}, {unfloored});
+    EXPECT_EQ(without.verdict, Verdict::fail) << without.reason;
 }
 
 TEST(Record, FloorPerProfile) {

@@ -123,6 +123,16 @@ TEST(AnalyticRatio, DeclaredOperandFormatAddsTwoUnitsOfTheScale) {
         EXPECT_DOUBLE_EQ(analytic_tau(p, k, 3.0, 0.5), analytic_tau(base, k, 3.0, 0.5) + 2 * 0x1p-8 * 3.0) << k;
 }
 
+// The oracle floors operands at the declared format's smallest normal, and at nothing without one.
+TEST(AnalyticRatio, OperandFloorIsTheDeclaredFormatsSmallestNormal) {
+    Contract c;
+    EXPECT_EQ(operand_floor(c), 0.0);
+    c.semantics.tf32_operands = true;
+    EXPECT_EQ(operand_floor(c), 0x1p-126);
+    c.semantics.bf16_operands = true;
+    EXPECT_EQ(operand_floor(c), 0x1p-126);
+}
+
 // τ = 4·2^-24·√16·s + 2^-24·|y*| + 2^-30 with y* = 1, s = 1: 2^-20 + 2^-24 + 2^-30, exact.
 TEST(AnalyticRatio, RatioExactlyOnePassesAndTheNextDoubleFails) {
     const double tau = 0x1p-20 + 0x1p-24 + 0x1p-30;

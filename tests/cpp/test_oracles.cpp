@@ -261,6 +261,43 @@ TEST(OracleMatmul, SmallIntegersAreExactBitForBit) {
     EXPECT_GT(nonzero, 0) << "an all-zero product cannot tell a correct oracle from a broken one";
 }
 
+// With an operand floor N (a contract allowing tf32 or bf16 operands) each term of a scale is
+// ½·(max(|a|, N)·|b| + |a|·max(|b|, N)): rounding an operand below N errs by up to u·N, not u·|a|.
+// Where no operand is below N the scale keeps its bits, and y* never depends on the floor.
+TEST(OracleScales, OperandFloorCountsOperandsBelowTheSmallestNormalAtIt) {
+    constexpr double N = 0x1p-126;
+    const auto floored = [&](const std::string& name, const std::vector<Tensor>& in, const Shape& out) {
+        std::vector<Tensor> outputs, scales;
+        run_oracle(name, in, {}, {out}, outputs, scales, {}, nullptr, N);
+        return Result{values(outputs[0]), values(scales[0])};
+    };
+    // a = [2^-130, 2^-140], b = [1, 1]ᵀ: ½(2^-126 + 2^-130) + ½(2^-126 + 2^-140).
+    const std::vector<Tensor> tiny = {f64({1, 2}, {0x1p-130, 0x1p-140}), f64({2, 1}, {1, 1})};
+    const Result plain = run("matmul", tiny, {}, {1, 1});
+    const Result low = floored("matmul", tiny, {1, 1});
+    EXPECT_TRUE(same_bits(0x1p-130 + 0x1p-140, plain.s[0]));
+    EXPECT_TRUE(same_bits(0x1p-126 + 0x1p-131 + 0x1p-141, low.s[0]));
+    EXPECT_TRUE(same_bits(plain.y[0], low.y[0]));
+    expect_all_bits(run("bmm", {f64({1, 1, 2}, {0x1p-130, 0x1p-140}), f64({1, 2, 1}, {1, 1})}, {}, {1, 1, 1}).s,
+                    plain.s, "bmm, no floor");
+    expect_all_bits(floored("bmm", {f64({1, 1, 2}, {0x1p-130, 0x1p-140}), f64({1, 2, 1}, {1, 1})}, {1, 1, 1}).s,
+                    low.s, "bmm, floored");
+
+    // Operands at or above N, or zero (which rounds exactly): the same bits with or without it.
+    const std::vector<Tensor> normal = {f64({3, 4}, ints(5, 0, 12, -9, 9)), f64({4, 2}, ints(5, 1, 8, -9, 9))};
+    expect_all_bits(run("matmul", normal, {}, {3, 2}).s, floored("matmul", normal, {3, 2}).s, "matmul scale");
+
+    // Sums: the term is the only rounded operand, ½(max(|x|, N) + |x|).
+    const std::vector<Tensor> x = {f64({2}, {0x1p-140, -0x1p-130})};
+    const double t0 = 0x1p-127 + 0x1p-141, t1 = 0x1p-127 + 0x1p-131;
+    expect_all_bits({t0 + t1}, floored("sum", x, {}).s, "sum");
+    expect_all_bits({(t0 + t1) / 2}, floored("mean", x, {}).s, "mean");
+    expect_all_bits({t0, t0 + t1}, floored("cumsum", x, {2}).s, "cumsum");
+    expect_all_bits({0x1p-140 + 0x1p-130}, run("sum", x, {}, {}).s, "sum, no floor");
+    const std::vector<Tensor> big = {f64({3}, {1, -2, 0.5})};
+    expect_all_bits(run("cumsum", big, {}, {3}).s, floored("cumsum", big, {3}).s, "cumsum of normal terms");
+}
+
 TEST(OracleMatmul, TransposedOperandsEqualExplicitTransposes) {
     const uint64_t seed = 77;
     SCOPED_TRACE("seed " + std::to_string(seed));
