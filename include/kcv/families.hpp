@@ -22,6 +22,9 @@ struct Family {
         random_mantissa,  // fp32 with all 24 significand bits random, exponent in [-4, 4]
         repeated,         // one value repeated (task distribution, drawn once)
         subnormal,        // subnormals of the input dtype, random sign and significand
+        below_half_unit,  // positive fp32 exact in `scale` + 3 significand bits, the 3 bits below a
+                          // `scale`-bit format's unit 011: rounding to that format errs downward by
+                          // 3/8 of its unit every time (to nearest and toward zero alike)
     } kind = Kind::task;
     double scale = 1.0;
     static Family of(Kind k, double scale = 1.0) { return {k, scale}; }

@@ -79,6 +79,15 @@ inline float f32_from_bf16(uint16_t h) { return f32_from_bits(uint32_t(h) << 16)
 // v rounded to bf16 and widened back: what a kernel that keeps v in bf16 reads.
 inline float bf16_rounded(float v) { return f32_from_bf16(bf16_from_f32(v)); }
 
+// v rounded to tf32 (ten stored mantissa bits) in a float32, as cvt.rna.tf32.f32 hands it to a
+// TF32 tensor-core product: to nearest, ties away from zero, subnormals on tf32's own grid of
+// 2^-136, Inf and NaN as they are (a finite value at the top of the range may round to Inf).
+inline float tf32_rounded(float v) {
+    const uint32_t b = f32_bits(v);
+    if ((b & 0x7F800000u) == 0x7F800000u) return v;
+    return f32_from_bits((b + 0x1000u) & ~0x1FFFu);
+}
+
 // Every fp16 value, subnormals included, is a normal float32; built from the bits directly.
 inline float f32_from_f16(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000) << 16;

@@ -1,9 +1,11 @@
 // Positive control: matrix products with a float32 accumulator.
-//   matmul-f32, matmul-bf16: c[M,N] = a[M,K]·b[K,N];  bmm-f32: c[B,M,N] = a[B,M,K]·b[B,K,N];
+//   matmul-f32, matmul-bf16, matmul-tf32: c[M,N] = a[M,K]·b[K,N];  bmm-f32: c[B,M,N] = a[B,M,K]·b[B,K,N];
 //   matmul-nt-f32: b given as [N,K] (attribute trans_b = 1); trans_a = 1 takes a as [K,M].
 // Operands of any float dtype are widened exactly to float32 (bf16 and fp16 exactly), products
 // and sums are float32 (no fused multiply-add: built with -ffp-contract=off), and the result is
-// rounded once to c's dtype.
+// rounded once to c's dtype. Under matmul-tf32, whose contract allows tf32 operands, every
+// operand is first rounded to tf32 as a TF32 tensor core takes it (kcvk::tf32_rounded), so that
+// ORD-03's envelope is that of the rounding the contract allows.
 //
 // Loops are blocked: a tile of TM×TN outputs is computed from packed slices of a and b, KB = 8
 // values of k at a time. Each output's dot product is a pairwise sum: the 8 products of a slice
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "kcv_float_env.hpp"
+#include "kcv_half.hpp"
 #include "kcv_kernel_util.hpp"
 
 namespace {
@@ -34,14 +37,19 @@ constexpr int kLevels = 64;
 struct Matrix {
     const kcvk::TensorRef* t;
     int64_t origin, row_step, col_step;
-    float at(int64_t i, int64_t j) const { return t->load_f32(origin + i * row_step + j * col_step); }
+    bool tf32 = false;   // operands rounded to tf32 on load
+    float at(int64_t i, int64_t j) const {
+        const float v = t->load_f32(origin + i * row_step + j * col_step);
+        return tf32 ? kcvk::tf32_rounded(v) : v;
+    }
 };
 
 // The matrix `batch` of a rank-2 or rank-3 tensor; `transposed` swaps its two dimensions.
-Matrix matrix_of(const kcvk::TensorRef& t, int64_t batch, bool transposed) {
+Matrix matrix_of(const kcvk::TensorRef& t, int64_t batch, bool transposed, bool tf32) {
     const int r = t.ndim() - 2;
     const int64_t origin = t.ndim() == 3 ? batch * t.stride(0) : 0;
-    return transposed ? Matrix{&t, origin, t.stride(r + 1), t.stride(r)} : Matrix{&t, origin, t.stride(r), t.stride(r + 1)};
+    return transposed ? Matrix{&t, origin, t.stride(r + 1), t.stride(r), tf32}
+                      : Matrix{&t, origin, t.stride(r), t.stride(r + 1), tf32};
 }
 
 // The pairwise accumulators of one tile: level l holds, per output, the sum of 2^l slices.
@@ -85,16 +93,16 @@ private:
 
 struct Problem {
     int64_t batch, m, n, k;
-    bool trans_a, trans_b;
+    bool trans_a, trans_b, tf32;
 };
 
 void multiply(const Problem& p, const kcvk::TensorRef& ta, const kcvk::TensorRef& tb, const kcvk::TensorRef& tc) {
     std::vector<float> a_pack(TM * KB), b_pack(KB * TN), partial(TM * TN), result(TM * TN);
     TileTree tree(TM * TN);
     for (int64_t bi = 0; bi < p.batch; ++bi) {
-        const Matrix a = matrix_of(ta, bi, p.trans_a);
-        const Matrix b = matrix_of(tb, bi, p.trans_b);
-        const Matrix c = matrix_of(tc, bi, false);
+        const Matrix a = matrix_of(ta, bi, p.trans_a, p.tf32);
+        const Matrix b = matrix_of(tb, bi, p.trans_b, p.tf32);
+        const Matrix c = matrix_of(tc, bi, false, false);
         for (int64_t i0 = 0; i0 < p.m; i0 += TM) {
             const int64_t rows = std::min(TM, p.m - i0);
             for (int64_t j0 = 0; j0 < p.n; j0 += TN) {
@@ -145,6 +153,7 @@ void run(const kcv_call& call) {
     Problem p{};
     p.trans_a = kcvk::int_attribute(call, "trans_a", 0, 0, 1) == 1;
     p.trans_b = kcvk::int_attribute(call, "trans_b", op == "matmul-nt" ? 1 : 0, 0, 1) == 1;
+    p.tf32 = std::string(call.contract_id).ends_with("-tf32");
     p.batch = rank == 3 ? a.size(0) : 1;
     p.m = p.trans_a ? a.size(-1) : a.size(-2);
     p.k = p.trans_a ? a.size(-2) : a.size(-1);
@@ -163,8 +172,8 @@ KCV_EXPORT const char* kcv_kernel_name(void) { return "tiled_matmul"; }
 
 KCV_EXPORT const char* kcv_kernel_manifest(void) {
     return R"({"role": "control", "name": "tiled_matmul", "device": "cpu",
-  "contracts": ["matmul-f32", "matmul-nt-f32", "matmul-bf16", "bmm-f32"],
-  "description": "blocked matmul, float32 products and a pairwise float32 accumulator over K"})";
+  "contracts": ["matmul-f32", "matmul-nt-f32", "matmul-bf16", "matmul-tf32", "bmm-f32"],
+  "description": "blocked matmul, float32 products and a pairwise float32 accumulator over K; under matmul-tf32 the operands are rounded to tf32 first"})";
 }
 
 KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }

@@ -10,6 +10,14 @@
 // rounding errors of random sign grow like √K while the bound grows like √K·s ∝ K^1.5, so the
 // ratio a rounding kernel reaches falls like 1/K.
 //
+// Random signs also let a coarser rounding than the one declared hide: the operand term
+// 2·u(op)·s_i is a worst case, linear in K, which rounding errors of random sign reach only as
+// √K (bf16 operands passed a contract allowing tf32 at r = 0.76). So one more probe fills the
+// fp32 inputs with positive values exact in the allowed format whose bits below the next
+// coarser format's unit (tf32 below fp32, bf16 below tf32, e4m3 below bf16) are 011: rounding
+// to that format errs downward by 3/8 of its unit on every operand, an error linear in K of
+// about 3/4 of that format's unit roundoff times s_i, while the allowed format rounds nothing.
+//
 // On a failure the gate tests the hypotheses directly: it recomputes the reference from the
 // very inputs with every fp32 operand rounded to tf32, then to bf16, and names the format whose
 // reference the output matches (r ≤ 1 under the contract's own model).
@@ -39,6 +47,13 @@ std::string num(double v, const char* f = "%.4g") { return format_number(v, f); 
 
 bool is_fp32_operand(const InputSpec& in) { return !in.index && in.dtype == DType::f32; }
 
+// The next format coarser than `allowed` that fp32 operands are rounded to in practice.
+DType next_coarser(DType allowed) {
+    if (allowed == DType::f32) return DType::tf32;
+    if (allowed == DType::tf32) return DType::bf16;
+    return DType::e4m3;
+}
+
 // The largest accumulation length of the accumulating outputs under these dimensions.
 int64_t accumulation_length(const Contract& c, const DimValues& dims) {
     int64_t k = 0;
@@ -64,6 +79,10 @@ std::vector<Probe> plan(const Contract& c, const Settings& s) {
         p.family = Family::of(Family::Kind::random_mantissa);
         probes.push_back(std::move(p));
     }
+    const DType coarser = next_coarser(allowed_operands(c.semantics));
+    Probe p = make_probe(c, s, kGate, "K=" + std::to_string(chosen_k) + "/below_half_unit:" + name(coarser), chosen);
+    p.family = Family::of(Family::Kind::below_half_unit, info(coarser).precision);
+    probes.push_back(std::move(p));
     return probes;
 }
 

@@ -90,6 +90,17 @@ double family_value(const CounterRng& rng, const InputSpec& spec, const Family& 
             const int e = -4 + int(mulhi64(x >> 32 << 32, 9));
             return apply_sign(spec.domain, significand * pow2(e - 23), (x >> 23) & 1);
         }
+        case Family::Kind::below_half_unit: {
+            // A significand of p = scale bits (the implicit one, p - 1 random), then 011, then
+            // zeros; the exponent in [-4, 4] from the high bits.
+            const int p = int(f.scale);
+            if (p < 2 || p > 21) throw std::invalid_argument("below_half_unit: a format of 2 to 21 significand bits");
+            const uint64_t x = rng.u64(i);
+            const uint64_t top = (uint64_t{1} << (p - 1)) | (x & ((uint64_t{1} << (p - 1)) - 1));
+            const double significand = double((top << 3) | 0b011);
+            const int e = -4 + int(mulhi64(x >> 32 << 32, 9));
+            return apply_sign(spec.domain, significand * pow2(e - (p + 2)), false);
+        }
         case Family::Kind::subnormal: {
             // k in [1, 2^(p-1) - 1] from the high bits, the sign from the lowest bit.
             const uint64_t x = rng.u64(i);
@@ -127,11 +138,14 @@ const char* name(Family::Kind k) {
         case Family::Kind::random_mantissa: return "random_mantissa";
         case Family::Kind::repeated: return "repeated";
         case Family::Kind::subnormal: return "subnormal";
+        case Family::Kind::below_half_unit: return "below_half_unit";
     }
     return "?";
 }
 
 std::string describe(const Family& f) {
+    if (f.kind == Family::Kind::below_half_unit)
+        return std::string(name(f.kind)) + "(bits=" + std::to_string(int(f.scale)) + ")";
     if (f.kind != Family::Kind::band && f.kind != Family::Kind::offset) return name(f.kind);
     char buf[32];
     const auto r = std::to_chars(buf, buf + sizeof buf, f.scale);   // shortest exact form

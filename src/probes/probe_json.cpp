@@ -15,7 +15,7 @@ Poison poison_from(const nlohmann::json& j) {
 }
 
 const char* kFamilyNames[] = {"task", "signed_normal", "positive", "band", "offset",
-                              "near_max", "random_mantissa", "repeated", "subnormal"};
+                              "near_max", "random_mantissa", "repeated", "subnormal", "below_half_unit"};
 nlohmann::json family_json(const Family& f) {
     return {{"kind", kFamilyNames[static_cast<int>(f.kind)]}, {"scale", f.scale}};
 }

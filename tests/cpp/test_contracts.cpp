@@ -631,7 +631,7 @@ TEST(DimExpr, NominalDimsAndLookup) {
 // The built-in contracts.
 
 const std::set<std::string> kExpectedBuiltins = {
-    "matmul-f32", "matmul-nt-f32", "matmul-bf16", "bmm-f32", "sum-f32", "sum-f16", "mean-f32", "max-f32",
+    "matmul-f32", "matmul-nt-f32", "matmul-bf16", "matmul-tf32", "bmm-f32", "sum-f32", "sum-f16", "mean-f32", "max-f32",
     "argmax-f32", "cumsum-f32", "softmax-f32", "log_softmax-f32", "layernorm-f32", "rmsnorm-f32", "relu-f32",
     "gelu-f32", "silu-f32", "exp-f32", "log-f32", "sqrt-f32", "reciprocal-f32", "div-f32", "relu-bf16",
     "gelu-f16", "gather-f32", "gather-clamp-f32", "gather-zero-f32",

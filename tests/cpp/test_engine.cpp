@@ -227,8 +227,8 @@ TEST(Verify, DeclaredBf16OperandsAdmitAKernelThatRoundsToThem) {
 // cancel it: the executor floors the scale, the gate passes the honest kernel, and the scale
 // Σ|a·b| alone would have failed it.
 TEST(Verify, DeclaredTf32OperandsAdmitTheirRoundingBelowTheSmallestNormal) {
-    Contract c = resolve_contract("matmul-f32");
-    c.semantics.tf32_operands = true;
+    const Contract c = resolve_contract("matmul-tf32");
+    ASSERT_TRUE(c.semantics.tf32_operands);
     const GateDef& exc02 = *find_gate("EXC-02");
     Probe probe;
     for (const Probe& p : exc02.plan(c, Settings{}))
@@ -256,6 +256,37 @@ TEST(Verify, DeclaredTf32OperandsAdmitTheirRoundingBelowTheSmallestNormal) {
                unfloored.calls[0].scale);
     const GateResult without = exc02.judge(c, Settings{}, {unfloored});
     EXPECT_EQ(without.verdict, Verdict::fail) << without.reason;
+}
+
+// matmul-tf32 is satisfiable by the kernels it is for: a TF32 matmul passes every gate, ORD-03
+// included, since its control rounds its operands as the contract allows. The same kernel under
+// matmul-f32 is a defect that PRC-03 names.
+TEST(Verify, Tf32MatmulPassesMatmulTf32AndFailsMatmulF32) {
+    Record r = verify(resolve_contract("matmul-tf32"), bad_kernel("matmul_tf32_operands"), quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    int passed = 0;
+    for (const auto& g : r.gates) {
+        EXPECT_TRUE(g.verdict == Verdict::pass || g.verdict == Verdict::na)
+            << g.id << ": " << g.reason << (g.evidence.empty() ? "" : " / " + g.evidence.front().signature);
+        passed += g.verdict == Verdict::pass;
+    }
+    EXPECT_GE(passed, 8);
+    for (const char* id : {"ORD-01", "ORD-03", "EXC-02", "PRC-03"})
+        EXPECT_EQ(gate(r, id).verdict, Verdict::pass) << id << ": " << gate(r, id).reason;
+
+    r = verify(resolve_contract("matmul-f32"), bad_kernel("matmul_tf32_operands"), quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    const GateResult& prc03 = gate(r, "PRC-03");
+    EXPECT_EQ(prc03.verdict, Verdict::fail) << prc03.reason;
+    EXPECT_EQ(prc03.signature, std::vector<std::string>{"operands-rounded:tf32"}) << prc03.reason;
+
+    // A coarser rounding than the one allowed cannot hide behind random signs: PRC-03's
+    // below-half-unit probe names bf16 operands under matmul-tf32 (r = 0.76 without it).
+    r = verify(resolve_contract("matmul-tf32"), std::string(KCV_TEST_KERNEL_DIR) + "/kcv_redteam_matmul_bf16_operands.so",
+               quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "PRC-03").verdict, Verdict::fail) << gate(r, "PRC-03").reason;
+    EXPECT_EQ(gate(r, "PRC-03").signature, std::vector<std::string>{"operands-rounded:bf16"});
 }
 
 TEST(Record, FloorPerProfile) {

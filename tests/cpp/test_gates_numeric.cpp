@@ -724,9 +724,28 @@ TEST(Prc03, ApplicabilityAndTheChosenK) {
     Contract c = matmul_contract(64);
     EXPECT_EQ(gates::prc03().not_applicable(c), "");
     std::vector<Probe> ps = gates::prc03().plan(c, Settings{});
-    ASSERT_EQ(ps.size(), 2u);
+    ASSERT_EQ(ps.size(), 3u);
     EXPECT_EQ(ps[0].id, "PRC-03/K=1024/random_mantissa/seed=0");
     EXPECT_EQ(ps[1].id, "PRC-03/K=1024/random_mantissa/seed=1");
+    // The directed probe aims at the next format coarser than the one allowed.
+    EXPECT_EQ(ps[2].id, "PRC-03/K=1024/below_half_unit:tf32");
+    EXPECT_EQ(ps[2].family.kind, Family::Kind::below_half_unit);
+    EXPECT_EQ(ps[2].family.scale, 11);
+    Contract t = c;
+    t.semantics.tf32_operands = true;
+    EXPECT_EQ(gates::prc03().plan(t, Settings{})[2].id, "PRC-03/K=1024/below_half_unit:bf16");
+    t.semantics.bf16_operands = true;
+    EXPECT_EQ(gates::prc03().plan(t, Settings{})[2].family.scale, 4) << "e4m3 below bf16";
+    // Its values: positive, exact in tf32, and rounded to bf16 always downward by 3/8 of a unit.
+    Tensor x = Tensor::empty(DType::f32, {4096});
+    fill(x, c.inputs[0], Family::of(Family::Kind::below_half_unit, 8), 5);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+        const double v = x.get(i);
+        ASSERT_GT(v, 0) << i;
+        ASSERT_EQ(round_to(DType::tf32, v), v) << i;
+        const double unit = std::ldexp(1.0, std::ilogb(v) - 7);
+        ASSERT_EQ(v - round_to(DType::bf16, v), 0.375 * unit) << i;
+    }
     EXPECT_EQ(ps[0].dims.at("K"), 1024);
     EXPECT_EQ(ps[0].family.kind, Family::Kind::random_mantissa);
     EXPECT_NE(ps[0].calls[0].input_seed, ps[1].calls[0].input_seed);

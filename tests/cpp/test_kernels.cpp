@@ -359,6 +359,18 @@ TEST(TiledMatmul, ServesTransposedBf16AndBatchedContracts) {
             for (int64_t j = 0; j < 5; ++j) want.push_back(product(0, i, j, false));
         expect_values(c, want, "matmul-bf16");
     }
+    {
+        // Under matmul-tf32 the operands are rounded to tf32 first, to nearest with ties away:
+        // 1 + 2^-11 (a tie) becomes 1 + 2^-10, 1 + 2^-12 becomes 1, and 3·2^-140 (a subnormal)
+        // lands on tf32's grid of 2^-136 at 0. In float32 the sums would be 2 + 2^-11 + 2^-12 and
+        // 3·2^-140.
+        Tensor a = input(DType::f32, {2, 2}, {1 + 0x1p-11, 1 + 0x1p-12, 3 * 0x1p-140, 0x1p-136});
+        Tensor b = input(DType::f32, {2, 1}, {1, 1}), c = output(DType::f32, {2, 1});
+        ASSERT_EQ(k.call("matmul-tf32", {&a, &b}, {&c}), 0) << k.last_error();
+        expect_values(c, {2 + 0x1p-10, 0x1p-136}, "matmul-tf32");
+        ASSERT_EQ(k.call("matmul-f32", {&a, &b}, {&c}), 0) << k.last_error();
+        expect_values(c, {2 + 0x1p-11 + 0x1p-12, 3 * 0x1p-140 + 0x1p-136}, "matmul-f32, the same operands");
+    }
 }
 
 // One value repeated K = 16384 times: a running float32 sum drifts by thousands of roundings of

@@ -1,28 +1,15 @@
 // An honest matmul for a contract that declares tf32 operands, as a float32 matmul on tensor
 // cores runs (PyTorch with allow_tf32, cuBLAS's TF32 mode): both fp32 operands rounded to tf32
-// (round to nearest, ties away, as cvt.rna.tf32.f32), subnormals kept on tf32's own grid of
-// 2^-136, products accumulated in float32. Every operand, at every K, so that the subnormal
+// (kcvk::tf32_rounded: to nearest, ties away, as cvt.rna.tf32.f32; subnormals on tf32's own grid
+// of 2^-136), products accumulated in float32. Every operand, at every K, so that the subnormal
 // probes meet the rounding too.
-#include <cstdint>
-#include <cstring>
-
 #include "kcv_float_env.hpp"
+#include "kcv_half.hpp"
 #include "kcv_kernel_util.hpp"
 #include "kcv_matmul_operands.hpp"
 #include "kcv_pairwise.hpp"
 
 namespace {
-
-constexpr uint32_t kDropped = (1u << 13) - 1;   // fp32 mantissa bits below tf32's ten
-
-float tf32_rounded(float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    if ((bits & 0x7F800000u) == 0x7F800000u) return v;   // Inf and NaN as they are
-    bits = (bits + (kDropped + 1) / 2) & ~kDropped;
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
-}
 
 void run(const kcv_call& call) {
     kcvk::expect_arity(call, 2, 1);
@@ -30,7 +17,8 @@ void run(const kcv_call& call) {
     for (int64_t i = 0; i < p.m; ++i) {
         for (int64_t j = 0; j < p.n; ++j) {
             kcvk::PairwiseSum acc;
-            for (int64_t kk = 0; kk < p.k; ++kk) acc.add(tf32_rounded(p.a_at(i, kk)) * tf32_rounded(p.b_at(kk, j)));
+            for (int64_t kk = 0; kk < p.k; ++kk)
+                acc.add(kcvk::tf32_rounded(p.a_at(i, kk)) * kcvk::tf32_rounded(p.b_at(kk, j)));
             p.c.store_f32(p.c_offset(i, j), acc.total());
         }
     }
