@@ -99,8 +99,6 @@ struct RunOptions {
 // changed the preparation's buffer.
 template <int FIXED = kMaxDim>
 int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, RunOutputs& out) {
-    const int dtype = opt.dtype, version = opt.version;
-    const bool apart = opt.apart;
     auto run = [&]<class TI>() {
         const Shape& s = p.shape;
         // The tensors of dtype TI: converted copies of the 16-bit inputs, buffers for the outputs.
@@ -118,7 +116,7 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         kcv_gdn_params kp{};
         kp.gate = static_cast<int32_t>(p.member.gate);
         kp.delta = p.member.delta;
-        kp.dtype = dtype;
+        kp.dtype = opt.dtype;
         kp.B = s.B; kp.T = s.T; kp.H = s.H; kp.HV = s.HV; kp.K = s.K; kp.V = s.V;
         kp.N = s.sequences();
         kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
@@ -130,13 +128,13 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         const float fnan = std::numeric_limits<float>::quiet_NaN();
         Workspace layout{};
         std::vector<float> prepared;
-        if (apart) {
+        if (opt.apart) {
             prepared.assign(layout_prepared(make_dims(kp), kp.gate, kp.delta, nullptr, layout) / sizeof(float) + 64, fnan);
             kp.prepared = prepared.data();
             kp.prepared_bytes = prepared.size() * sizeof(float);
         }
-        std::vector<float> ws(
-            layout_workspace(make_dims(kp), true, kp.gate, kp.delta, nullptr, layout, apart) / sizeof(float) + 64, fnan);
+        const size_t ws_bytes = layout_workspace(make_dims(kp), true, kp.gate, kp.delta, nullptr, layout, opt.apart);
+        std::vector<float> ws(ws_bytes / sizeof(float) + 64, fnan);
         kp.workspace = ws.data();
         kp.workspace_bytes = ws.size() * sizeof(float);
         HostLauncher launch;
@@ -148,24 +146,24 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);
         std::vector<float> after_forward;
         for (bool backward : {false, true}) {
-            if (backward && apart) {
+            if (backward && opt.apart) {
                 std::fill(ws.begin(), ws.end(), fnan);
                 after_forward = prepared;
             }
-            const int rc = version == 2 ? launch_member<TI, 2, FIXED>(launch, kp, backward)
+            const int rc = opt.version == 2 ? launch_member<TI, 2, FIXED>(launch, kp, backward)
                                         : launch_member<TI, 1>(launch, kp, backward);
             if (rc != 0) return rc;
         }
         // Bytes, not values: NaN never equals itself.
         out.backward_wrote_prepared =
-            apart && std::memcmp(after_forward.data(), prepared.data(), prepared.size() * sizeof(float)) != 0;
+            opt.apart && std::memcmp(after_forward.data(), prepared.data(), prepared.size() * sizeof(float)) != 0;
         auto widen = [](const std::vector<TI>& x, std::vector<float>& y) {
             for (size_t i = 0; i < x.size(); ++i) y[i] = to_float(x[i]);
         };
         widen(o, out.o); widen(dq, out.dq); widen(dk, out.dk); widen(dv, out.dv); widen(dbeta, out.dbeta);
         return 0;
     };
-    switch (dtype) {
+    switch (opt.dtype) {
         case 0: return run.template operator()<float>();
         case 1: return run.template operator()<__nv_bfloat16>();
         case 2: return run.template operator()<__half>();

@@ -654,6 +654,17 @@ std::vector<float> spread_values(std::mt19937_64& rng, size_t n, bool exact) {
     return x;
 }
 
+// How many of got's elements differ from want's in their bits, and the first that does (-1: none).
+struct Differing {
+    int count = 0, first = -1;
+};
+Differing differing(const std::vector<float>& want, const std::vector<float>& got) {
+    Differing d;
+    for (size_t e = 0; e < want.size(); ++e)
+        if (std::memcmp(&want[e], &got[e], 4) != 0 && d.count++ == 0) d.first = int(e);
+    return d;
+}
+
 // block_mma_wgmma (gdn_wgmma.cuh) gives block_mma's bits: every element of every shape (full tiles,
 // rows, columns and k past the tiles' edges, a single row or column, k shorter than a step) and
 // every combination of exact operands, on values that span float32's range. The emulated wgmma
@@ -674,9 +685,7 @@ void expect_wgmma_port_bits(std::mt19937_64& rng) {
                               z.N, z.Kd);
         cu::emulation::launch(wgmma_tile_product<AEXACT, BEXACT>, dim3(1), 256, A.data(), B.data(), got.data(), z.M,
                               z.N, z.Kd);
-        int differ = 0, first = -1;
-        for (size_t e = 0; e < want.size(); ++e)
-            if (std::memcmp(&want[e], &got[e], 4) != 0 && differ++ == 0) first = int(e);
+        const auto [differ, first] = differing(want, got);
         EXPECT_EQ(differ, 0) << "M " << z.M << " N " << z.N << " Kd " << z.Kd << " exact " << AEXACT << BEXACT
                              << ": first at (" << first / std::max(z.N, 1) << ", " << first % std::max(z.N, 1)
                              << ") " << (first >= 0 ? want[first] : 0.0f) << " vs " << (first >= 0 ? got[first] : 0.0f);
@@ -706,8 +715,7 @@ TEST(GdnCudaEmulated, WgmmaPortGivesBlockMmasBits) {
     cu::emulation::launch(tile_product<false, false, 2>, dim3(1), 32, a.data(), b.data(), want.data(), M, N, Kc);
     cu::emulation::launch(wgmma_tile_product<false, false, true>, dim3(1), 256, a.data(), b.data(), running.data(), M,
                           N, Kc);
-    int differ = 0;
-    for (size_t e = 0; e < want.size(); ++e) differ += std::memcmp(&want[e], &running[e], 4) != 0;
+    const int differ = differing(want, running).count;
     EXPECT_GT(differ, 0) << "the running-sum control gives block_mma's bits at 64×64×192";
     std::printf("  control, high products accumulated in wgmma: %d of %zu outputs differ\n", differ, want.size());
 }
