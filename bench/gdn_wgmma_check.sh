@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The recurrence kernels with chunk_output_tc's product on wgmma (gdn/cuda/gdn_wgmma.cuh,
-# KCV_GDN_WGMMA=1) beside the library as built (mma.sync): the same outputs bit for bit, and how much
+# KCV_GDN_WGMMA=1, the default) beside its mma.sync build (KCV_GDN_WGMMA=0): the same outputs bit for bit, and how much
 # faster. `run` checks both builds' every case against the float64 oracle (gdn/tests/check_gdn_cuda.cu),
 # compares every output's digest between them, times every member at B4 T4096 H32 in alternation
 # (bench/gdn_ab.sh) and, where ncu is installed, chunk_output_tc alone in each; it also runs
@@ -9,9 +9,10 @@
 #   bench/gdn_wgmma_check.sh build DIR            DIR/mma and DIR/wgmma (bench/gdn_build.sh); no GPU
 #   bench/gdn_wgmma_check.sh run DIR [ROUNDS]     needs an sm_90a GPU; logs in DIR/logs
 #
-# The wgmma build can become the default only when every digest agrees: its products must be
-# block_mma's bits (the host emulation checks that on this source, tests/cpp/test_gdn_cuda_emulated.cpp,
-# WgmmaPortGivesBlockMmasBits, and a GPU must agree).
+# The wgmma build is the default because every digest agreed on an H200 (bench/RESULTS.md): its
+# products must be block_mma's bits (the host emulation checks that on this source,
+# tests/cpp/test_gdn_cuda_emulated.cpp, WgmmaPortGivesBlockMmasBits, and a GPU must agree). Rerun
+# this after any change to either product.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:?build or run}" dir="${2:?a directory}"
