@@ -7,7 +7,8 @@
 //   nvcc -std=c++20 -O3 -fmad=false -shared -Xcompiler -fPIC,-fvisibility=hidden
 //        -gencode=arch=compute_90a,code=sm_90a -Iinclude -Ikernels/common
 //        kernels/gdn/cuda/backward.cu -o kcv_gdn_backward.so
-// This candidate serves one direction and compiles the backward and the forward preparation it reruns (gdn/cuda/gdn_launch.cuh).
+// This candidate serves one direction: it compiles the backward and the forward preparation it
+// reruns (gdn/cuda/gdn_launch.cuh).
 #define KCV_GDN_DIRECTIONS 2
 #include "gdn_call.cuh"
 
