@@ -13,17 +13,7 @@
 #include "gdn_backward_tc.cuh"
 #include "gdn_forward_tc.cuh"
 
-// KCV_GDN_DIRECTIONS: the directions a build carries, 1 the forward, 2 the backward, 3 both (the
-// default). The recurrence's candidates (kernels/gdn/cuda) each serve one direction and compile
-// only its kernels; the backward's include the forward's preparation and scan, which it reruns.
-#ifndef KCV_GDN_DIRECTIONS
-#define KCV_GDN_DIRECTIONS 3
-#endif
-
 namespace kcv::gdn::cuda {
-
-inline constexpr bool kForwardBuilt = (KCV_GDN_DIRECTIONS & 1) != 0;
-inline constexpr bool kBackwardBuilt = (KCV_GDN_DIRECTIONS & 2) != 0;
 
 inline Dims make_dims(const kcv_gdn_params& p) {
     Dims d{};
@@ -174,23 +164,17 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
 // The forward or the backward of the member p names (gate kind × delta) for input dtype TI, with
 // the kernels of VERSION; 1 for a combination that is not a member. FIXED > 0: version 2 takes
 // the kernels compiled for K = V = FIXED when p has those sizes (the same bits, less integer work).
-// A direction the build does not carry (KCV_GDN_DIRECTIONS) returns 1 too.
 template <class TI, int VERSION = 1, int FIXED = 0, class Launcher>
 int launch_member(Launcher& launch, const kcv_gdn_params& p, bool backward) {
     const bool fixed = VERSION == 2 && FIXED > 0 && p.K == FIXED && p.V == FIXED;
-    auto sequence = [&]<int GATE, bool DELTA, int KV>() {
-        if (backward) {
-            if constexpr (kBackwardBuilt) return backward_sequence<GATE, DELTA, TI, VERSION, KV>(launch, p);
-        } else {
-            if constexpr (kForwardBuilt) return forward_sequence<GATE, DELTA, TI, VERSION, KV>(launch, p);
-        }
-        return 1;
-    };
     auto run = [&]<int GATE, bool DELTA>() {
         if constexpr (VERSION == 2 && FIXED > 0) {
-            if (fixed) return sequence.template operator()<GATE, DELTA, FIXED>();
+            if (fixed)
+                return backward ? backward_sequence<GATE, DELTA, TI, VERSION, FIXED>(launch, p)
+                                : forward_sequence<GATE, DELTA, TI, VERSION, FIXED>(launch, p);
         }
-        return sequence.template operator()<GATE, DELTA, 0>();
+        return backward ? backward_sequence<GATE, DELTA, TI, VERSION, 0>(launch, p)
+                        : forward_sequence<GATE, DELTA, TI, VERSION, 0>(launch, p);
     };
     switch (p.gate * 2 + p.delta) {
         case 0: return run.template operator()<0, false>();

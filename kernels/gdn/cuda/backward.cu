@@ -6,10 +6,8 @@
 // Build (from the repository root):
 //   nvcc -std=c++20 -O3 -fmad=false -shared -Xcompiler -fPIC,-fvisibility=hidden
 //        -gencode=arch=compute_90a,code=sm_90a -Iinclude -Ikernels/common
-//        kernels/gdn/cuda/backward.cu -o kcv_gdn_backward.so
-// This candidate serves one direction: it compiles the backward and the forward preparation it
-// reruns (gdn/cuda/gdn_launch.cuh).
-#define KCV_GDN_DIRECTIONS 2
+//        -Xlinker --version-script=kernels/gdn/cuda/exports.map
+//        kernels/gdn/cuda/backward.cu gdn/cuda/gdn_api.cu -o kcv_gdn_backward.so
 #include "gdn_call.cuh"
 
 KCV_EXPORT const char* kcv_kernel_name(void) { return "gdn_backward (CUDA recurrence kernels, sm_90a)"; }

@@ -23,7 +23,7 @@
 
 #include "kcv_cuda_util.cuh"
 
-#include "../../../gdn/cuda/gdn_api.cu"
+#include "../../../gdn/cuda/gdn_cuda.h"
 #include "../../../gdn/problem.hpp"
 
 namespace kcvk __attribute__((visibility("hidden"))) {
