@@ -49,6 +49,7 @@ struct DeviceLauncher {
     cudaStream_t stream;
     int sms;
     static constexpr bool output_on_wgmma = kOutputOnWgmma;   // gdn_wgmma.cuh
+    static constexpr bool reverse_on_wgmma = kReverseOnWgmma;
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {

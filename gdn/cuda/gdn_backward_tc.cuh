@@ -43,8 +43,14 @@ namespace kcv::gdn::cuda {
 // formed where the products read them, the same products of the same two floats as tiles of
 // their own would hold; the 64-column slice then fits in shared memory beside the rest
 // (reverse_scan_tc_smem_bytes), and half as many blocks load each chunk.
-template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
+//
+// WG (gates without a per-channel factor): the three products on wgmma (block_mma_tiled,
+// gdn_wgmma.cuh), the same bits. Its split tiles take the place of P's and T's staged tiles; the
+// products read P and T from global memory where they split them, so that the 64-column slice
+// still fits.
+template <int GATE, bool DELTA, class TI, int COLS, int KV = 0, bool WG = false>
 __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a) {
+    static_assert(!WG || GATE != 2, "a per-channel gate's update is not a product");
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
@@ -58,9 +64,9 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     float* half_s = kt_s + (GATE == 2 ? kChunk * ldk : 0);   // C×GK e^{γ_t / 2}
     float* te_s = half_s + kChunk * GK;                 // C   e^{γ_C − γ_t} (GATE 0, 1), zero past L
     float* b_s = te_s + kChunk;                         // C   β (delta), zero past L
-    float* P_s = b_s + kChunk;                          // C×C, stride C + 8
-    float* T_s = P_s + kChunk * ldp;                    // C×C  (delta), stride C + 8
-    float* dD_s = T_s + kChunk * ldp;                   // C×COLS
+    float* P_s = b_s + kChunk;                          // mma.sync: C×C, stride C + 8
+    float* T_s = P_s + (WG ? 0 : kChunk * ldp);         // mma.sync: C×C  (delta), stride C + 8
+    float* dD_s = T_s + (WG ? 0 : kChunk * ldp);        // C×COLS
     float* TdD_s = dD_s + kChunk * ld;                  // C×COLS Tᵀ dΔ (delta)
     float* dec_s = TdD_s + kChunk * ld;                 // K    e^{γ_C / 2}
     // Two sets of raw tiles, each K and Q (C×K, stride K + 8) and dO's slice (C×COLS, stride
@@ -68,6 +74,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     // of them is guarded.
     const int raw_elems = kChunk * (2 * ldr + ldo);
     TI* const raw_s = aligned16<TI>(dec_s + K);
+    // wgmma: block_mma_tiled's split tiles, past the raw tiles.
+    uint8_t* const tiles = WG ? reinterpret_cast<uint8_t*>(raw_s + 2 * raw_elems) : nullptr;
     const SequenceExtent seq = sequence_extent(d, n);
     const StateSlice dS{dS_s, ld, K, V, v0, VS, d.HV, hv, COLS};
     dS.load(a.dht, n);
@@ -102,10 +110,12 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         };
         auto bk_at = [&](int t, int i) { return b_s[t] * k_at(t, i); };
         dS.store(w.dstates, st.slot);
-        // P and T (and a per-channel gate's e^{γ_C − γ} rows, into kt_s) by asynchronous copies,
-        // in flight while β, e^{γ_C − γ_t} and e^{γ_t / 2} load.
-        copy_rows(P_s, ldp, w.P + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
-        if (DELTA) copy_rows(T_s, ldp, w.Tm + sh * kChunk * kChunk, kChunk, kChunk, kChunk);
+        // P and T on mma.sync (and a per-channel gate's e^{γ_C − γ} rows, into kt_s) by
+        // asynchronous copies, in flight while β, e^{γ_C − γ_t} and e^{γ_t / 2} load.
+        const float* const P = w.P + sh * kChunk * kChunk;
+        const float* const Tm = w.Tm + sh * kChunk * kChunk;
+        if (!WG) copy_rows(P_s, ldp, P, kChunk, kChunk, kChunk);
+        if (DELTA && !WG) copy_rows(T_s, ldp, Tm, kChunk, kChunk, kChunk);
         if (GATE == 2) copy_rows(kt_s, ldk, st.to_end, K, L, K);
         for (int t = tid; t < kChunk; t += nt) {
             te_s[t] = GATE != 2 && t < L ? to_end_at<GATE>(st.to_end, t, 0, K) : 0.0f;
@@ -128,12 +138,19 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         }
         // dΔ: columns x < K are K ⊙ e^{γ_C−γ} against dS, columns K + s are scale·P_st (s ≥ t)
         // against dO.
-        block_mma<NT, false, false, scan_chunk_mt<COLS>>(
+        auto P_at = [&](int s, int t) { return WG ? P[s * kChunk + t] : P_s[s * ldp + t]; };
+        auto T_at = [&](int s, int t) { return WG ? Tm[s * kChunk + t] : T_s[s * ldp + t]; };
+        // Each product on mma.sync (block_mma, its tile shape as given) or on wgmma.
+        auto product = [&]<int MT>(int M, int N, int Kd, auto A, auto B, auto out) {
+            if constexpr (WG) block_mma_tiled<false, false>(M, N, Kd, A, B, out, tiles);
+            else block_mma<NT, false, false, MT>(M, N, Kd, A, B, out);
+        };
+        product.template operator()<scan_chunk_mt<COLS>>(
             L, VS, K + kChunk,
             [&](int t, int x) {
                 if (x < K) return kt_at(t, x);
                 const int s = x - K;
-                return s >= t && s < L ? scale * P_s[s * ldp + t] : 0.0f;
+                return s >= t && s < L ? scale * P_at(s, t) : 0.0f;
             },
             [&](int x, int col) { return x < K ? dS_s[x * ld + col] : dO_at(x - K, col); },
             [&](int t, int col, float acc) {
@@ -142,8 +159,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
             });
         __syncthreads();
         if (DELTA) {
-            block_mma<NT, false, false, scan_chunk_mt<COLS>>(
-                L, VS, L, [&](int t, int s) { return s >= t ? T_s[s * ldp + t] : 0.0f; },
+            product.template operator()<scan_chunk_mt<COLS>>(
+                L, VS, L, [&](int t, int s) { return s >= t ? T_at(s, t) : 0.0f; },
                 [&](int s, int col) { return dD_s[s * ld + col]; },
                 [&](int t, int col, float acc) { TdD_s[t * ld + col] = acc; });
             __syncthreads();
@@ -151,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         if constexpr (GATE != 2) {
             // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
             // against Tᵀ dΔ e^{γ/2}.
-            block_mma<NT, false, false, 2>(
+            product.template operator()<2>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
                     return x < L ? scale * q_at(x, i) * half_s[x] : -bk_at(x - L, i) * half_s[x - L];
@@ -215,14 +232,15 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     if (a.dh0) dS.store(a.dh0, n);
 }
 
-// elem: the size of an input value (two sets of K, Q and dO's slice are staged raw).
-inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols, size_t elem) {
+// elem: the size of an input value (two sets of K, Q and dO's slice are staged raw); wg: the
+// products on wgmma (reverse_scan_tc's WG): the split tiles in place of P's and T's.
+inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols, size_t elem, bool wg = false) {
     const int GK = gate == 2 ? K : 1;
     const size_t ld = scan_ld(cols);
     const size_t kt = gate == 2 ? size_t(kChunk) * (K + 4) : 0;   // K ⊙ e^{γ_C − γ} for a per-channel gate
-    return sizeof(float) * (size_t(K) * ld + kt + size_t(kChunk) * GK + 2 * kChunk + 2 * kChunk * (kChunk + 8) +
-                            2 * kChunk * ld + K) +
-           16 + 2 * elem * kChunk * (2 * (K + 8) + cols + 8);
+    const size_t pt = wg ? 0 : 2 * kChunk * (kChunk + 8);
+    return sizeof(float) * (size_t(K) * ld + kt + size_t(kChunk) * GK + 2 * kChunk + pt + 2 * kChunk * ld + K) +
+           16 + 2 * elem * kChunk * (2 * (K + 8) + cols + 8) + (wg ? kWgmmaScratchBytes : 0);
 }
 
 template <int GATE, bool DELTA, class TI, int KV = 0>

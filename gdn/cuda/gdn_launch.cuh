@@ -4,7 +4,8 @@
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code, or as
 // launcher.full_block(...) for a kernel that needs the GPU's whole block of kThreads (wgmma's
 // warpgroups) rather than striding over blockDim; its member sms is the SM count the grids are
-// sized for, and output_on_wgmma says which product chunk_output_tc runs (gdn_wgmma.cuh).
+// sized for, output_on_wgmma says which product chunk_output_tc runs and reverse_on_wgmma which
+// products reverse_scan_tc runs (gdn_wgmma.cuh).
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
 // tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh for every step but the
 // chunk offsets and the group sum. Both versions share the workspace and every launch shape.
@@ -134,12 +135,19 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     if (prepare_and_scan<GATE, DELTA, TI, VERSION, KV>(launch, p, d, w, fa, p.prepared != nullptr)) return 1;
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
     if constexpr (VERSION == 2) {
-        const int cols =
-            scan_columns(d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI)); });
+        // A per-channel gate's update is no product: its scan stays on mma.sync.
+        const bool wg = GATE != 2 && launch.reverse_on_wgmma;
+        const int cols = scan_columns(
+            d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI), wg); });
         const int rc = with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices,
-                          reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI)), "reverse_scan_tc", d, w, ba);
+            const size_t smem = reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI), wg);
+            if constexpr (GATE != 2) {
+                if (wg)
+                    return launch.full_block(reverse_scan_tc<GATE, DELTA, TI, COLS, KV, true>, slices, smem,
+                                             "reverse_scan_tc_wgmma", d, w, ba);
+            }
+            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, smem, "reverse_scan_tc", d, w, ba);
         });
         if (rc) return 1;
     } else {

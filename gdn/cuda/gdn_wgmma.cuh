@@ -46,6 +46,16 @@ constexpr bool kOutputOnWgmma = true;
 #else
 constexpr bool kOutputOnWgmma = false;
 #endif
+// Whether reverse_scan_tc's products (members without a per-channel gate) run on wgmma as well
+// (block_mma_tiled below), the same bits again: with the output kernel's, unless built with
+// KCV_GDN_REVERSE_WGMMA=0, which keeps them on mma.sync so that one tree builds both libraries for
+// a comparison. state_scan_tc stays on mma.sync: on wgmma, W read from global memory where it is
+// split in place of its staged tile, it took 1.18 times as long (bench/RESULTS.md).
+#if !defined(KCV_GDN_REVERSE_WGMMA) || KCV_GDN_REVERSE_WGMMA
+constexpr bool kReverseOnWgmma = kOutputOnWgmma;
+#else
+constexpr bool kReverseOnWgmma = false;
+#endif
 
 // A shared-memory address: its offset in the emulation's array.
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -255,6 +265,21 @@ __device__ void block_mma_wgmma(int M, int N, int Kd, FA A, FB B, FOut out, uint
         const int m = 16 * w + l / 4 + 8 * (r / 2 % 2), n = 32 * wg + 8 * (r / 4) + 2 * (l % 4) + r % 2;
         if (m < M && n < N) out(m, n, kPlain ? acc[r] : acc[r] + (low[r] + low2[r] * kLowUnscale) * kLowUnscale);
     }
+}
+
+// block_mma_wgmma for any M and N: its 64×64 output tiles one after another, row tiles outer. Each
+// output's sum reads its row of A and its column of B alone, split on the same grids whatever
+// the tile, so every output is block_mma's value bit for bit; an operand read by two tiles is
+// split again for each. Same contract as block_mma_wgmma otherwise (every thread calls it, out is
+// called after each tile's closing barrier).
+template <bool AEXACT, bool BEXACT, class FA, class FB, class FOut>
+__device__ void block_mma_tiled(int M, int N, int Kd, FA A, FB B, FOut out, uint8_t* scratch) {
+    for (int m0 = 0; m0 < M; m0 += 64)
+        for (int n0 = 0; n0 < N; n0 += 64)
+            block_mma_wgmma<AEXACT, BEXACT>(
+                min(64, M - m0), min(64, N - n0), Kd, [&](int m, int k) { return A(m0 + m, k); },
+                [&](int k, int n) { return B(k, n0 + n); }, [&](int m, int n, float acc) { out(m0 + m, n0 + n, acc); },
+                scratch);
 }
 
 }  // namespace kcv::gdn::cuda

@@ -46,12 +46,14 @@ struct RunInputs {
 // threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
 // with fewer host threads per block), except those launched through full_block, whose products run
 // on wgmma's warpgroups and need the GPU's whole block; refuses a block needing more shared memory
-// than Hopper has. output_on_wgmma: whether the launch sequences run chunk_output_tc's wgmma
-// product (gdn_wgmma.cuh) or its mma.sync one; mma.sync, as the GPU library's default build does
-// (and a block of 256 host threads meeting at every barrier is slow on a small machine).
+// than Hopper has. output_on_wgmma and reverse_on_wgmma: whether the launch sequences run
+// chunk_output_tc's and reverse_scan_tc's wgmma products (gdn_wgmma.cuh) or their mma.sync ones;
+// mma.sync unless a test asks (a block of 256 host threads meeting at every barrier is slow on a
+// small machine), where the GPU library runs wgmma.
 struct HostLauncher {
     unsigned threads = 32;
     bool output_on_wgmma = false;
+    bool reverse_on_wgmma = false;
     int sms = 132;                                 // the SM count the grids are sized for (an H200's)
     std::vector<const void*>* launched = nullptr;  // when set, each kernel's address, in launch order
 
@@ -86,9 +88,10 @@ struct RunOptions {
     // and the backward reads it there, on a workspace set to NaN again in between, as a framework
     // would run them (nothing else of the forward's workspace survives).
     bool apart = false;
-    // chunk_output_tc's product on wgmma (gdn_wgmma.cuh), as the GPU library built with
-    // KCV_GDN_WGMMA=1 runs it, instead of on mma.sync.
+    // chunk_output_tc's product on wgmma (gdn_wgmma.cuh), as the GPU library runs it unless built
+    // with KCV_GDN_WGMMA=0, instead of on mma.sync; likewise reverse_scan_tc's products.
     bool output_on_wgmma = false;
+    bool reverse_on_wgmma = false;
 };
 
 // Forward then backward as `opt` says into `out`, on a workspace that starts as NaN; the first
@@ -141,6 +144,7 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         launch.sms = opt.sms;
         launch.launched = opt.launched;
         launch.output_on_wgmma = opt.output_on_wgmma;
+        launch.reverse_on_wgmma = opt.reverse_on_wgmma;
         // Outputs never written stay NaN, as out's own do.
         const TI nan = from_float<TI>(std::numeric_limits<float>::quiet_NaN());
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);

@@ -414,6 +414,63 @@ TEST_P(OutputOnWgmma, GivesTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, OutputOnWgmma, ::testing::Range(0, 5));
 
+// reverse_scan_tc's products give the same bits on mma.sync (block_mma) and on wgmma
+// (block_mma_tiled, gdn_wgmma.cuh, P and T read from global memory where they are split), for the
+// members without a per-channel gate (the others keep it on mma.sync). K = 72 makes the state
+// update's rows a full 64-row output tile and one of 8; V = 72 on one SM (the widest slice that
+// fits) does the same for the slice's columns. Varlen with a partial chunk; float32 inputs, and
+// bf16 for Gated DeltaNet. The launch sequence must have run the scan asked for.
+class ReverseScanOnWgmma : public ::testing::TestWithParam<int> {};
+
+// How many of the launches are one of the kernels.
+template <class... Kernel>
+long count_launches(const std::vector<const void*>& launched, Kernel... kernel) {
+    const void* any[] = {reinterpret_cast<const void*>(kernel)...};
+    return std::count_if(launched.begin(), launched.end(),
+                         [&](const void* k) { return std::find(std::begin(any), std::end(any), k) != std::end(any); });
+}
+
+// Gated DeltaNet's reverse scans on float32 inputs among the launches, at any slice width.
+template <bool WG>
+long gdn_reverse_scans(const std::vector<const void*>& launched) {
+    using cu::reverse_scan_tc;
+    return count_launches(launched, &reverse_scan_tc<1, true, float, 16, 0, WG>,
+                          &reverse_scan_tc<1, true, float, 32, 0, WG>, &reverse_scan_tc<1, true, float, 64, 0, WG>,
+                          &reverse_scan_tc<1, true, float, 128, 0, WG>);
+}
+
+TEST_P(ReverseScanOnWgmma, GivesTheSameBits) {
+    const std::vector<Member> members = kcv::gdn::all_members();
+    const Member m = members.at(size_t(GetParam()));
+    ASSERT_NE(m.gate, GateKind::channel);   // the instantiation's list
+    const bool gdn = m.gate == GateKind::scalar && m.delta;
+    for (const Shape& shape : {Shape{1, 70, 1, 1, 72, 16, {0, 1, 70}}, Shape{1, 70, 1, 1, 16, 72, {0, 1, 70}}}) {
+        const Case c{std::string(kcv::gdn::member_name(m)) + "/K" + std::to_string(shape.K) + "V" +
+                         std::to_string(shape.V),
+                     m, shape};
+        const Inputs in = draw(c, 1750 + uint32_t(GetParam()));
+        for (int dtype : {0, 1}) {
+            if (dtype == 1 && !gdn) continue;
+            const std::string what = c.name + " dtype " + std::to_string(dtype);
+            std::vector<const void*> on_mma, on_wgmma;
+            const Outputs mma = run_kernels<0>(c, in, {.version = 2, .dtype = dtype, .sms = 1, .launched = &on_mma});
+            const Outputs wgmma = run_kernels<0>(
+                c, in, {.version = 2, .dtype = dtype, .sms = 1, .launched = &on_wgmma, .reverse_on_wgmma = true});
+            expect_same_bits(mma, wgmma, what);
+            EXPECT_TRUE(all_finite(wgmma.dh0)) << what << ": an initial state's gradient left unwritten";
+            if (gdn && dtype == 0) {
+                EXPECT_EQ(gdn_reverse_scans<false>(on_mma), 1) << what;
+                EXPECT_EQ(gdn_reverse_scans<true>(on_mma), 0) << what;
+                EXPECT_EQ(gdn_reverse_scans<true>(on_wgmma), 1) << what;
+                EXPECT_EQ(gdn_reverse_scans<false>(on_wgmma), 0) << what;
+            }
+        }
+    }
+}
+
+// Linear attention, SSD and Gated DeltaNet: all_members()'s order.
+INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, ReverseScanOnWgmma, ::testing::Values(0, 1, 3));
+
 // A backward that reads the chunk preparation a forward kept apart (kcv_gdn_params.prepared)
 // instead of preparing the chunks again: the same bits as one that prepares them, on a workspace
 // that holds nothing of the forward's, and the preparation untouched, so that one forward serves
