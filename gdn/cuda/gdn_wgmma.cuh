@@ -50,7 +50,7 @@ constexpr bool kOutputOnWgmma = false;
 // (block_mma_tiled below), the same bits again: with the output kernel's, unless built with
 // KCV_GDN_REVERSE_WGMMA=0, which keeps them on mma.sync so that one tree builds both libraries for
 // a comparison. state_scan_tc stays on mma.sync: on wgmma, W read from global memory where it is
-// split in place of its staged tile, it took 1.18 times as long (bench/RESULTS.md).
+// split in place of its staged tile, it took 1.07–1.19 times as long (bench/RESULTS.md).
 #if !defined(KCV_GDN_REVERSE_WGMMA) || KCV_GDN_REVERSE_WGMMA
 constexpr bool kReverseOnWgmma = kOutputOnWgmma;
 #else
