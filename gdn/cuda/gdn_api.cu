@@ -33,6 +33,7 @@ std::string check(const kcv_gdn_params& p, bool backward) {
     if (p.K > kMaxDim || p.V > kMaxDim) return "K and V must be at most 128";
     if (p.B * p.T * p.HV * (p.K > p.V ? p.K : p.V) >= (int64_t(1) << 31)) return "tensor too large for 32-bit indexing";
     if (p.cu_seqlens && (p.B != 1 || p.N < 1)) return "cu_seqlens needs B = 1 and N >= 1";
+    if (p.segment_chunks < -1) return "segment_chunks must be -1, 0 or positive";
     // With no tokens the per-token tensors are empty (frameworks hand over null pointers for
     // them); only the states are read and written.
     if (p.T == 0) return "";
@@ -77,6 +78,15 @@ bool reference_kernels() {
     return v != nullptr && std::string(v) == "1";
 }
 
+// p, with segment_chunks from KCV_GDN_SEGMENT_CHUNKS where p leaves it 0 (the shape's rule), so
+// that a benchmark can time a split or unsplit scan through callers that do not set it.
+kcv_gdn_params with_environment(const kcv_gdn_params& p) {
+    kcv_gdn_params q = p;
+    const char* v = std::getenv("KCV_GDN_SEGMENT_CHUNKS");
+    if (q.segment_chunks == 0 && v != nullptr && *v != '\0') q.segment_chunks = std::atoi(v);
+    return q;
+}
+
 // The current device's SM count.
 int device_sms() {
     int device = 0, sms = 0;
@@ -101,9 +111,11 @@ int dispatch(const kcv_gdn_params& p, cudaStream_t s, bool backward) {
     return status;
 }
 
-int run(const kcv_gdn_params* p, void* stream, bool backward) {
-    if (p == nullptr) return fail("null parameters");
+int run(const kcv_gdn_params* given, void* stream, bool backward) {
+    if (given == nullptr) return fail("null parameters");
     last_error.clear();
+    const kcv_gdn_params params = with_environment(*given);
+    const kcv_gdn_params* p = &params;
     const std::string why = check(*p, backward);
     if (!why.empty()) return fail(why);
     if (p->workspace_bytes < kcv_gdn_workspace_bytes(p, backward ? 1 : 0))
@@ -129,7 +141,14 @@ extern "C" {
 size_t kcv_gdn_workspace_bytes(const kcv_gdn_params* p, int backward) {
     using namespace kcv::gdn::cuda;
     Workspace w{};
-    return layout_workspace(make_dims(*p), backward != 0, p->gate, p->delta != 0, nullptr, w, p->prepared != nullptr);
+    return layout_workspace(make_dims(with_environment(*p)), backward != 0, p->gate, p->delta != 0, nullptr, w,
+                            p->prepared != nullptr);
+}
+
+int kcv_gdn_segment_chunks(const kcv_gdn_params* p) {
+    using namespace kcv::gdn::cuda;
+    if (p->dtype == 0 || reference_kernels()) return 0;   // version 1: no split
+    return make_dims(with_environment(*p)).seg_chunks;
 }
 
 size_t kcv_gdn_prepared_bytes(const kcv_gdn_params* p) {

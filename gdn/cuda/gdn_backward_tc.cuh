@@ -48,12 +48,21 @@ namespace kcv::gdn::cuda {
 // gdn_wgmma.cuh), the same bits. Its split tiles take the place of P's and T's staged tiles; the
 // products read P and T from global memory where they split them, so that the 64-column slice
 // still fits.
+//
+// pass (ScanPass, gdn_forward_tc.cuh), block x being segment x % segments of sequence x / segments:
+// kWhole scans the sequence from dht; kSummary one segment from a zero gradient at its end,
+// leaving its dS at its start in w.seg_end (E of segment_combine<true>) and writing nothing else;
+// kRerun one segment from the gradient segment_combine left at its end, writing what kWhole writes
+// for its chunks, and dh0 from the sequence's first segment. The map of dS across a segment is
+// the transpose of the forward's M (dS ← Λ_C dS − Wᵀ (K ⊙ e^{γ_C−γ}) dS + terms free of dS), so
+// the forward's kSummary pass supplies it.
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0, bool WG = false>
-__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a, int pass) {
     static_assert(!WG || GATE != 2, "a per-channel gate's update is not a product");
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
-    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
+    const int n = blockIdx.x / d.segments, seg = blockIdx.x % d.segments, hv = blockIdx.y, v0 = blockIdx.z * COLS;
+    const int h = hv / d.group;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
     const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
     const int ldk = K + 4, ldr = K + 8, ldo = COLS + 8, ldp = kChunk + 8;
@@ -77,8 +86,12 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     // wgmma: block_mma_tiled's split tiles, past the raw tiles.
     uint8_t* const tiles = WG ? reinterpret_cast<uint8_t*>(raw_s + 2 * raw_elems) : nullptr;
     const SequenceExtent seq = sequence_extent(d, n);
+    SegmentRange range;
+    if (!segment_range(d, seq, seg, range)) return;
+    const int r = n * d.segments + seg;
+    const bool keep = pass != kSummary;   // the chunks' dS and dΔ written
     const StateSlice dS{dS_s, ld, K, V, v0, VS, d.HV, hv, COLS};
-    dS.load(a.dht, n);
+    dS.load(pass == kWhole ? a.dht : pass == kRerun ? w.seg_in : nullptr, pass == kWhole ? n : r);
     const TI* q = static_cast<const TI*>(a.fwd.q);
     const TI* k = static_cast<const TI*>(a.fwd.k);
     const TI* beta = static_cast<const TI*>(a.fwd.beta);
@@ -91,8 +104,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         copy_rows(kr + kChunk * ldr, ldr, q + at, row, nx.L, K);
         copy_rows(kr + 2 * kChunk * ldr, ldo, dO + (size_t(nx.r0) * d.HV + hv) * V + v0, size_t(d.HV) * V, nx.L, VS);
     };
-    if (seq.chunks > 0) stage(seq.chunks - 1, 0);
-    for (int jc = seq.chunks - 1, set = 0; jc >= 0; --jc, set ^= 1) {
+    if (range.first < range.end) stage(range.end - 1, 0);
+    for (int jc = range.end - 1, set = 0; jc >= range.first; --jc, set ^= 1) {
         const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
         const int L = st.L;
         const size_t sh = st.sh;
@@ -109,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
             else return k_at(t, i) * te_s[t];
         };
         auto bk_at = [&](int t, int i) { return b_s[t] * k_at(t, i); };
-        dS.store(w.dstates, st.slot);
+        if (keep) dS.store(w.dstates, st.slot);
         // P and T on mma.sync (and a per-channel gate's e^{γ_C − γ} rows, into kt_s) by
         // asynchronous copies, in flight while β, e^{γ_C − γ_t} and e^{γ_t / 2} load.
         const float* const P = w.P + sh * kChunk * kChunk;
@@ -128,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         __syncthreads();
         // The next chunk's raw tiles, in flight while this step runs: their set was last read
         // before the barrier above.
-        if (jc > 0) stage(jc - 1, set ^ 1);
+        if (jc > range.first) stage(jc - 1, set ^ 1);
         if constexpr (GATE == 2) {
             for (int e = tid; e < kChunk * K; e += nt) {
                 const int t = e / K, i = e % K;
@@ -155,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
             [&](int x, int col) { return x < K ? dS_s[x * ld + col] : dO_at(x - K, col); },
             [&](int t, int col, float acc) {
                 dD_s[t * ld + col] = acc;
-                w.ddelta[(sh * kChunk + t) * V + v0 + col] = acc;
+                if (keep) w.ddelta[(sh * kChunk + t) * V + v0 + col] = acc;
             });
         __syncthreads();
         if (DELTA) {
@@ -229,7 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         }
         __syncthreads();
     }
-    if (a.dh0) dS.store(a.dh0, n);
+    if (pass == kSummary) dS.store(w.seg_end, r);
+    else if (a.dh0 && range.first == 0) dS.store(a.dh0, n);
 }
 
 // elem: the size of an input value (two sets of K, Q and dO's slice are staged raw); wg: the

@@ -66,6 +66,9 @@ struct Dims {
     const int64_t* cu;     // varlen offsets or null
     const int* chunk_offsets;   // varlen: first chunk slot of each sequence, N + 1 entries
     float scale;
+    // The version 2 scans split each sequence into segments of seg_chunks chunks (0: scanned
+    // whole), at most `segments` per sequence (1 when whole); gdn_launch.cuh, split_scans.
+    int seg_chunks, segments;
 };
 
 // d with K = V = KV when KV > 0. The launches take that instantiation of a version 2 kernel when
@@ -137,6 +140,27 @@ __device__ __forceinline__ SequenceExtent sequence_extent(const Dims& d, int n) 
     return s;
 }
 
+// The chunks [first, end) that a split scan's block steps through (Dims::seg_chunks > 0): segment
+// s of the sequence seq, every sequence having max(1, ceil(chunks / seg_chunks)) segments, so that
+// an empty sequence still has one (it carries h0 to ht). Unsplit: the whole sequence, for s = 0.
+// False for a segment past the sequence's last.
+struct SegmentRange {
+    int first, end;
+    bool last;   // the sequence's last segment
+};
+
+__device__ __forceinline__ bool segment_range(const Dims& d, const SequenceExtent& seq, int s, SegmentRange& r) {
+    if (d.seg_chunks == 0) {
+        r = {0, seq.chunks, true};
+        return s == 0;
+    }
+    const int count = seq.chunks == 0 ? 1 : (seq.chunks + d.seg_chunks - 1) / d.seg_chunks;
+    r.first = s * d.seg_chunks;
+    r.end = min(seq.chunks, r.first + d.seg_chunks);
+    r.last = s == count - 1;
+    return s < count;
+}
+
 // A float32 running sum with Kahan's compensation, as in gdn/cpu/gdn_chunked.cpp. Log decays are
 // summed this way: an exponent's absolute error is the decay factor's relative error, and a
 // plain running sum of 64 decays of size |γ| leaves about √64·u·|γ|.
@@ -184,6 +208,11 @@ struct Workspace {
     float* dvt;       // [slots][HV][C][V]   Tᵀ dΔ for dβ (delta): U's slot, or its own where the
                       //                     preparation is kept apart (which a backward only reads)
     int* chunk_offsets;   // [N + 1]
+    // The split scans (Dims::seg_chunks > 0), per segment r = n·segments + s of sequence n:
+    float* seg_map;   // [N·segments][HV][K][K]  M, the segment's map of its start state to its end state
+    float* seg_end;   // [N·segments][HV][K][V]  E, its end state from a zero start (backward: dS at its
+                      //                          start from a zero gradient at its end)
+    float* seg_in;    // [N·segments][HV][K][V]  its start state (backward: the gradient at its end)
 };
 constexpr int kScratch = 8;   // dq̃, dk̃, dW, dR̃, dq, dk, and the anchored factors (see gdn_backward.cuh)
 
@@ -240,6 +269,14 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, bool delt
     }
     float* offsets = take(size_t(d.N) + 1);
     w.chunk_offsets = reinterpret_cast<int*>(offsets);
+    if (d.seg_chunks > 0) {
+        const size_t rh = size_t(d.N) * d.segments * d.HV;
+        w.seg_map = take(rh * d.K * d.K);
+        w.seg_end = take(rh * d.K * d.V);
+        w.seg_in = take(rh * d.K * d.V);
+    } else {
+        w.seg_map = w.seg_end = w.seg_in = nullptr;
+    }
     return off;
 }
 

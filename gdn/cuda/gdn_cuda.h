@@ -65,12 +65,21 @@ typedef struct kcv_gdn_params {
        one forward's preparation serves any number of backwards. */
     void* prepared;
     size_t prepared_bytes;
+    /* The state scans' split of a long sequence into segments scanned in parallel, their states
+       carried exactly through each segment's affine map S_end = M·S_start + E: 0 chooses from the
+       shape alone (split only where too few (sequence, value head) pairs would fill the GPU;
+       kcv_gdn_segment_chunks says what it chose), -1 never splits, n > 0 splits into segments of n
+       chunks of 64 tokens. The results are deterministic for any value, but the bits depend on
+       the split. The bf16 and fp16 kernels split; the float32 ones (version 1) never do. */
+    int32_t segment_chunks;
 } kcv_gdn_params;
 
 /* Bytes of the workspace of a forward or a backward (less where p->prepared is set), and of the
    preparation kept apart. */
 size_t kcv_gdn_workspace_bytes(const kcv_gdn_params* p, int backward);
 size_t kcv_gdn_prepared_bytes(const kcv_gdn_params* p);
+/* Chunks per segment of the split state scans for p (0: each sequence scanned whole). */
+int kcv_gdn_segment_chunks(const kcv_gdn_params* p);
 /* 0 on success; otherwise kcv_gdn_last_error() says why (bad arguments or a failed launch). */
 int kcv_gdn_forward(const kcv_gdn_params* p, void* stream);
 int kcv_gdn_backward(const kcv_gdn_params* p, void* stream);

@@ -204,13 +204,30 @@ constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
 template <int COLS>
 constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
 
+//
+// The passes of a split scan (Dims::seg_chunks > 0; the launches are in gdn_launch.cuh), block x
+// being segment x % segments of sequence x / segments:
+// - kWhole: the sequence unsplit, from h0, writing every chunk's start state, Δ and ht;
+// - kSummary: one segment's affine map S_end = M·S_start + E. Its value columns (grid.z below
+//   ceil(V / COLS)) scan from a zero state and leave E; the columns past them scan the K columns of
+//   M from the identity, with U (delta) or V (without) taken as zero, and leave M. Nothing else is
+//   written;
+// - kRerun: one segment from its start state (segment_combine's), writing what kWhole writes for
+//   its chunks, and ht from the sequence's last segment.
+enum ScanPass : int { kWhole = 0, kSummary = 1, kRerun = 2 };
+
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
-__global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Dims sizes, Workspace w, ForwardArgs a) {
+__global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1)
+    state_scan_tc(Dims sizes, Workspace w, ForwardArgs a, int pass) {
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
-    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS, h = hv / d.group;
+    const int vslices = (d.V + COLS - 1) / COLS;
+    // Columns of M (kSummary only), at v0 of its K.
+    const bool mcols = pass == kSummary && int(blockIdx.z) >= vslices;
+    const int n = blockIdx.x / d.segments, seg = blockIdx.x % d.segments, hv = blockIdx.y, h = hv / d.group;
+    const int v0 = (mcols ? blockIdx.z - vslices : blockIdx.z) * COLS;
     const int K = d.K, V = d.V, tid = threadIdx.x, nt = blockDim.x;
-    const int VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1;
+    const int VS = min(COLS, (mcols ? K : V) - v0), GK = GATE == 2 ? K : 1;
     const int ldw = K + 4, ldk = K + 8;
     float* const smem = shared_floats();
     float* S_s = smem;                       // K×COLS, stride ld
@@ -224,8 +241,24 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
     TI* const kr_s = aligned16<TI>(dec_s + K);
     TI* const vr_s = kr_s + kChunk * ldr;
     const SequenceExtent seq = sequence_extent(d, n);
-    const StateSlice S{S_s, ld, K, V, v0, VS, d.HV, hv, COLS};
-    S.load(a.h0, n);
+    SegmentRange range;
+    if (!segment_range(d, seq, seg, range)) return;
+    const int r = n * d.segments + seg;
+    const bool keep = pass != kSummary;   // the chunks' states and Δ written
+    const StateSlice S{S_s, ld, K, mcols ? K : V, v0, VS, d.HV, hv, COLS};
+    if (pass == kWhole) {
+        S.load(a.h0, n);
+    } else if (pass == kRerun) {
+        S.load(w.seg_in, r);
+    } else if (!mcols) {
+        S.load(nullptr, 0);
+    } else {
+        for (int e = tid; e < K * COLS; e += nt) {
+            const int i = e / COLS, col = e % COLS;
+            S_s[i * ld + col] = col < VS && i == v0 + col ? 1.0f : 0.0f;
+        }
+        __syncthreads();
+    }
     const TI* k = static_cast<const TI*>(a.k);
     const TI* v = static_cast<const TI*>(a.v);
     // The operands of chunk jc that do not depend on the state (K's raw rows, and W or V's raw
@@ -237,18 +270,20 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
         copy_rows(kr_s, ldr, k + (size_t(nx.r0) * d.H + h) * K, size_t(d.H) * K, nx.L, K);
         if (DELTA)
             copy_rows(W_s, ldw, w.W + nx.sh * kChunk * K, K, kChunk, K);
-        else
+        else if (!mcols)
             copy_rows(vr_s, ldv, v + (size_t(nx.r0) * d.HV + hv) * V + v0, size_t(d.HV) * V, nx.L, VS);
     };
-    if (seq.chunks > 0) stage_ahead(0);
-    for (int jc = 0; jc < seq.chunks; ++jc) {
+    if (range.first < range.end) stage_ahead(range.first);
+    for (int jc = range.first; jc < range.end; ++jc) {
         const ScanStep st = scan_step(seq, jc, w, d.HV, hv, GK);
         const int L = st.L;
         const size_t sh = st.sh;
-        S.store(w.states, st.slot);
-        // U's slice into D_s, where Δ = U − W S replaces it; a per-channel gate's e^{γ_C − γ} rows
-        // into kt_s, where K ⊙ e^{γ_C − γ} replaces them.
-        if (DELTA) copy_rows(D_s, ld, w.U + sh * kChunk * V + v0, V, L, VS);
+        if (keep) S.store(w.states, st.slot);
+        // U's slice into D_s, where Δ = U − W S replaces it (zero in M's columns); a per-channel
+        // gate's e^{γ_C − γ} rows into kt_s, where K ⊙ e^{γ_C − γ} replaces them.
+        if (DELTA && !mcols) copy_rows(D_s, ld, w.U + sh * kChunk * V + v0, V, L, VS);
+        if (DELTA && mcols)
+            for (int e = tid; e < L * VS; e += nt) D_s[(e / VS) * ld + e % VS] = 0.0f;
         if (GATE == 2) copy_rows(kt_s, ldk, st.to_end, K, L, K);
         half_chunk_decay<GATE>(st, K, dec_s);
         async_copies_wait();
@@ -273,18 +308,18 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
                 [&](int t, int col, float acc) {
                     const float out = D_s[t * ld + col] - acc;
                     D_s[t * ld + col] = out;
-                    w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+                    if (keep) w.delta[(sh * kChunk + t) * V + v0 + col] = out;
                 });
         } else {
             for (int e = tid; e < L * VS; e += nt) {
                 const int t = e / VS, col = e % VS;
-                const float out = to_float(vr_s[t * ldv + col]);
+                const float out = mcols ? 0.0f : to_float(vr_s[t * ldv + col]);
                 D_s[t * ld + col] = out;
-                w.delta[(sh * kChunk + t) * V + v0 + col] = out;
+                if (keep) w.delta[(sh * kChunk + t) * V + v0 + col] = out;
             }
         }
         __syncthreads();
-        if (jc + 1 < seq.chunks) stage_ahead(jc + 1);
+        if (jc + 1 < range.end) stage_ahead(jc + 1);
         block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>, 2>(
             K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
             [&](int t, int col) { return D_s[t * ld + col]; },
@@ -293,8 +328,54 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1) state_scan_tc(Di
             });
         __syncthreads();
     }
-    if (a.ht) S.store(a.ht, n);
+    if (pass == kSummary) S.store(mcols ? w.seg_map : w.seg_end, r);
+    else if (a.ht && range.last) S.store(a.ht, n);
 }
+
+// The split scans' sequential step (Dims::seg_chunks > 0), one block per (sequence, value head,
+// COLS value columns): carries the state across the sequence's segments through their affine maps
+// and writes each segment's start for its rerun (w.seg_in). Forward (REVERSE false), from h0:
+//   S_0 = h0,  S_{s+1} = M_s S_s + E_s;
+// backward (REVERSE true; gdn_backward_tc.cuh), the gradient at each segment's end, from dht at
+// the sequence's end down:
+//   G_last = dht,  G_{s−1} = M_sᵀ G_s + E_s   (E_s the segment's dS at its start from G_s = 0).
+// One product of K×K by K×COLS per segment, float32-accurate as the scans' (block_mma, split
+// operands), into the other of two state tiles. The sequence's last start (first, in reverse) is
+// not carried further: the rerun of its segment reaches ht (dh0) itself.
+template <bool REVERSE, int COLS, int KV = 0>
+__global__ void __launch_bounds__(kThreads, 1) segment_combine(Dims sizes, Workspace w, const float* start) {
+    const Dims d = with_head_size<KV>(sizes);
+    constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
+    const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS;
+    const int K = d.K, V = d.V, VS = min(COLS, V - v0);
+    float* const smem = shared_floats();
+    float* cur = smem;            // K×COLS, stride ld
+    float* nxt = smem + K * ld;   // likewise
+    const SequenceExtent seq = sequence_extent(d, n);
+    const int count = seq.chunks == 0 ? 1 : (seq.chunks + d.seg_chunks - 1) / d.seg_chunks;
+    StateSlice S{cur, ld, K, V, v0, VS, d.HV, hv, COLS};
+    S.load(start, n);
+    for (int step = 0;; ++step) {
+        const int s = REVERSE ? count - 1 - step : step;
+        const int r = n * d.segments + s;
+        S.s = cur;
+        S.store(w.seg_in, r);
+        if (step == count - 1) break;
+        const size_t rh = size_t(r) * d.HV + hv;
+        const float* M = w.seg_map + rh * K * K;
+        const float* E = w.seg_end + rh * K * V + v0;
+        block_mma<NT, false, false>(
+            K, VS, K, [&](int i, int j) { return REVERSE ? M[j * K + i] : M[i * K + j]; },
+            [&](int j, int col) { return cur[j * ld + col]; },
+            [&](int i, int col, float acc) { nxt[i * ld + col] = acc + E[size_t(i) * V + col]; });
+        __syncthreads();
+        float* const t = cur;
+        cur = nxt;
+        nxt = t;
+    }
+}
+
+inline size_t segment_combine_smem_bytes(int K, int cols) { return sizeof(float) * 2 * size_t(K) * scan_ld(cols); }
 
 // elem: the size of an input value (K's rows and V's slice are staged raw).
 inline size_t scan_tc_smem_bytes(int K, int cols, size_t elem) {

@@ -16,6 +16,42 @@
 
 namespace kcv::gdn::cuda {
 
+// The split of the version 2 state scans (Dims::seg_chunks). A scan steps through a sequence's
+// chunks one after another, one block per (sequence, value head, column slice); with few such
+// pairs a long sequence leaves most SMs idle whatever the slices. The scans then split each
+// sequence into segments of seg_chunks chunks, scanned at once: a summary pass gives each
+// segment's affine map (S_end = M·S_start + E, with M from the identity: K more columns to scan),
+// segment_combine carries the state across the segments in order, one K×K product each, and a
+// rerun from each segment's start writes what the unsplit scan writes. Exact in the algebra (no
+// state is approximated or restarted), float32-accurate in each product as the scans are; the
+// bits differ from the unsplit scan's, so the split is a function of the shape alone, never of
+// the device: split where N·HV·ceil(V / 32) < kSplitBelow (about 0.7 of an H200's 132 SMs,
+// scan_columns' share) and the sequences have at least 8 chunks, into enough segments for
+// 2·kSplitBelow such pairs, each of at least 4 chunks. Three chunk steps a chunk where the
+// unsplit scan takes one (the summary's 2·128 columns, then the rerun's 128), so it pays only
+// where the unsplit scan leaves most SMs idle. request: kcv_gdn_params.segment_chunks (0 this
+// rule, −1 never, n > 0 n chunks a segment).
+constexpr int kSplitBelow = 96;
+
+inline void split_scans(Dims& d, int request) {
+    d.seg_chunks = 0;
+    d.segments = 1;
+    const int chunks = d.chunks_per_seq;
+    int per = request > 0 ? request : 0;
+    if (request == 0) {
+        const long long pairs = static_cast<long long>(d.N) * d.HV * ((d.V + 31) / 32);
+        if (pairs < kSplitBelow && chunks >= 8) {
+            const long long want = (2LL * kSplitBelow + pairs - 1) / pairs;
+            const int segments = static_cast<int>(std::min<long long>(want, chunks / 4));
+            per = (chunks + segments - 1) / segments;
+        }
+    }
+    if (per > 0 && per < chunks) {
+        d.seg_chunks = per;
+        d.segments = (chunks + per - 1) / per;
+    }
+}
+
 inline Dims make_dims(const kcv_gdn_params& p) {
     Dims d{};
     d.B = static_cast<int>(p.B);
@@ -32,6 +68,9 @@ inline Dims make_dims(const kcv_gdn_params& p) {
     d.cu = p.cu_seqlens;
     d.chunk_offsets = nullptr;
     d.scale = p.scale;
+    // float32 inputs run version 1, whose scans are never split: no rule for them (a request is
+    // kept, for the host emulation's float32 runs of version 2).
+    split_scans(d, p.dtype == 0 && p.segment_chunks == 0 ? -1 : p.segment_chunks);
     return d;
 }
 
@@ -72,6 +111,28 @@ Workspace workspace_of(const kcv_gdn_params& p, const Dims& d, bool backward) {
     return w;
 }
 
+// The split state scan (split_scans above): the summary pass over every segment, the sequential
+// combine, then the rerun of every segment.
+template <int GATE, bool DELTA, class TI, int KV, class Launcher>
+int split_state_scan(Launcher& launch, const Dims& d, const Workspace& w, const ForwardArgs& fa) {
+    Dims grid = d;   // the blocks of one pass, as scan_columns counts them
+    grid.N = d.N * d.segments;
+    const int cols = scan_columns(grid, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
+    return with_columns(cols, [&]<int COLS>() {
+        const unsigned vs = (d.V + COLS - 1) / COLS, ms = (d.K + COLS - 1) / COLS;
+        const unsigned segments = static_cast<unsigned>(d.N * d.segments);
+        const size_t smem = scan_tc_smem_bytes(d.K, COLS, sizeof(TI));
+        if (launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(segments, d.HV, vs + ms), smem,
+                   "state_scan_tc_summary", d, w, fa, int(kSummary)))
+            return 1;
+        if (launch(segment_combine<false, COLS, KV>, dim3(d.N, d.HV, vs), segment_combine_smem_bytes(d.K, COLS),
+                   "segment_combine", d, w, fa.h0))
+            return 1;
+        return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(segments, d.HV, vs), smem, "state_scan_tc_rerun",
+                      d, w, fa, int(kRerun));
+    });
+}
+
 // The chunk preparation and the state scan, shared by the forward and the backward; prepared: the
 // preparation's arrays already hold this problem's (a backward given a forward's p.prepared), so
 // only the scan runs. KV > 0: the version 2 kernels with K = V = KV fixed at compile time
@@ -96,11 +157,12 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
         }
     }
     if constexpr (VERSION == 2) {
+        if (d.seg_chunks > 0) return split_state_scan<GATE, DELTA, TI, KV>(launch, d, w, fa);
         const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
         return with_columns(cols, [&]<int COLS>() {
             const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
             return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, scan_tc_smem_bytes(d.K, COLS, sizeof(TI)),
-                          "state_scan_tc", d, w, fa);
+                          "state_scan_tc", d, w, fa, int(kWhole));
         });
     } else {
         const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
@@ -136,18 +198,30 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
     const BackwardArgs ba{fa, p.d_o, p.dht, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dh0};
     if constexpr (VERSION == 2) {
         // A per-channel gate's update is no product: its scan stays on mma.sync.
+        // Split as the forward's scan (split_scans), whose summary pass left each segment's M:
+        // the summary pass, the combine in reverse, the rerun.
         const bool wg = GATE != 2 && launch.reverse_on_wgmma;
+        Dims grid = d;
+        grid.N = d.N * d.segments;
         const int cols = scan_columns(
-            d, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI), wg); });
+            grid, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI), wg); });
         const int rc = with_columns(cols, [&]<int COLS>() {
-            const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
+            const dim3 slices(d.N * d.segments, d.HV, (d.V + COLS - 1) / COLS);
             const size_t smem = reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI), wg);
-            if constexpr (GATE != 2) {
-                if (wg)
-                    return launch.full_block(reverse_scan_tc<GATE, DELTA, TI, COLS, KV, true>, slices, smem,
-                                             "reverse_scan_tc_wgmma", d, w, ba);
-            }
-            return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, smem, "reverse_scan_tc", d, w, ba);
+            auto pass = [&](int which, const char* name) {
+                if constexpr (GATE != 2) {
+                    if (wg)
+                        return launch.full_block(reverse_scan_tc<GATE, DELTA, TI, COLS, KV, true>, slices, smem, name,
+                                                 d, w, ba, which);
+                }
+                return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, smem, name, d, w, ba, which);
+            };
+            if (d.seg_chunks == 0) return pass(kWhole, wg ? "reverse_scan_tc_wgmma" : "reverse_scan_tc");
+            if (pass(kSummary, "reverse_scan_tc_summary")) return 1;
+            if (launch(segment_combine<true, COLS, KV>, dim3(d.N, d.HV, (d.V + COLS - 1) / COLS),
+                       segment_combine_smem_bytes(d.K, COLS), "segment_combine_reverse", d, w, ba.dht))
+                return 1;
+            return pass(kRerun, "reverse_scan_tc_rerun");
         });
         if (rc) return 1;
     } else {

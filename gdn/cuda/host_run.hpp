@@ -92,6 +92,8 @@ struct RunOptions {
     // with KCV_GDN_WGMMA=0, instead of on mma.sync; likewise reverse_scan_tc's products.
     bool output_on_wgmma = false;
     bool reverse_on_wgmma = false;
+    // kcv_gdn_params.segment_chunks: the split of version 2's scans (0 the shape's rule, −1 none).
+    int segment_chunks = 0;
 };
 
 // Forward then backward as `opt` says into `out`, on a workspace that starts as NaN; the first
@@ -124,6 +126,7 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         kp.N = s.sequences();
         kp.cu_seqlens = s.cu_seqlens.empty() ? nullptr : s.cu_seqlens.data();
         kp.scale = static_cast<float>(p.scale);
+        kp.segment_chunks = opt.segment_chunks;
         kp.q = q.data(); kp.k = k.data(); kp.v = v.data(); kp.g = in.g; kp.beta = beta ? b.data() : nullptr;
         kp.h0 = in.h0; kp.d_o = d_o.data(); kp.dht = in.dht;
         kp.o = o.data(); kp.ht = out.ht.data(); kp.dq = dq.data(); kp.dk = dk.data();

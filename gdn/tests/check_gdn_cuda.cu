@@ -130,6 +130,7 @@ struct Case {
     int dtype;
     kcv::gdn::Shape shape;
     double g_lo = -1.0, g_hi = 0.0;
+    int segment_chunks = 0;   // kcv_gdn_params.segment_chunks
 };
 
 const char* dtype_name(int d) { return d == 0 ? "f32" : d == 1 ? "bf16" : "f16"; }
@@ -282,6 +283,7 @@ bool run_case(const Case& c, uint32_t seed) {
     p.d_o = bdo.p; p.dht = static_cast<const float*>(bdht.p);
     p.dq = bdq.p; p.dk = bdk.p; p.dv = bdv.p; p.dg = static_cast<float*>(bdg.p); p.dbeta = bdb.p;
     p.dh0 = static_cast<float*>(bdh0.p);
+    p.segment_chunks = c.segment_chunks;
     Buffer ws(kcv_gdn_workspace_bytes(&p, 1));
     p.workspace = ws.p;
     p.workspace_bytes = ws.bytes;
@@ -390,8 +392,8 @@ bool run_case(const Case& c, uint32_t seed) {
     for (const auto& b : first)
         digest = digest * 1000003u ^ std::hash<std::string_view>{}({reinterpret_cast<const char*>(b.data()), b.size()});
     const char* version = dt == 0 || reference_kernels() ? "v1" : "v2";
-    std::printf("%s %-30s %-4s %s det=bitwise kept=bitwise %s digest=%016zx\n", ok ? "ok  " : "FAIL", c.name.c_str(),
-                dtype_name(dt), version, line.c_str(), digest);
+    std::printf("%s %-30s %-4s %s seg=%d det=bitwise kept=bitwise %s digest=%016zx\n", ok ? "ok  " : "FAIL",
+                c.name.c_str(), dtype_name(dt), version, kcv_gdn_segment_chunks(&p), line.c_str(), digest);
     return ok;
 }
 
@@ -421,7 +423,8 @@ struct Times {
     float fwd, fwd_bwd;
 };
 
-Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
+// seg: kcv_gdn_params.segment_chunks; the rows of a split scan say how many chunks a segment.
+Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5, int seg = 0) {
     const int K = 128, V = 128, dt = 1;
     kcv_gdn_params p{};
     p.gate = int32_t(m.gate);
@@ -429,6 +432,7 @@ Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
     p.dtype = dt;
     p.B = B; p.T = T; p.H = H; p.HV = HV; p.K = K; p.V = V; p.N = B;
     p.scale = 1.0f / std::sqrt(float(K));
+    p.segment_chunks = seg;
     const size_t qk = size_t(B) * T * H * K, vv = size_t(B) * T * HV * V, hb = size_t(B) * T * HV;
     const size_t gs = m.gate == GateKind::channel ? hb * K : hb;
     Buffer q(qk * 2), k(qk * 2), v(vv * 2), g(gs * 4), beta(hb * 2), o(vv * 2), d_o(vv * 2), dq(qk * 2), dk(qk * 2),
@@ -453,14 +457,16 @@ Times time_shape(Member m, int B, int T, int H, int HV, int reps = 5) {
                     H, HV, version, tf, tfb, cudaGetErrorString(cudaGetLastError()));
         return Times{tf, tfb};
     };
-    const Times t = timed(p, kcv::gdn::member_name(m));
+    const int split = kcv_gdn_segment_chunks(&p);
+    const std::string name = std::string(kcv::gdn::member_name(m)) + (split ? "/seg" + std::to_string(split) : "");
+    const Times t = timed(p, name);
     // As training runs them: the forward keeps the chunk preparation apart and the backward reads
     // it (the row's name gains "+kept").
     kcv_gdn_params pk = p;
     Buffer prepared(kcv_gdn_prepared_bytes(&pk));
     pk.prepared = prepared.p;
     pk.prepared_bytes = prepared.bytes;
-    timed(pk, std::string(kcv::gdn::member_name(m)) + "+kept");
+    timed(pk, name + "+kept");
     std::fflush(stdout);
     return t;
 }
@@ -490,6 +496,19 @@ int main(int argc, char** argv) {
         }
         std::fprintf(stderr, "--profile: no member named '%s'\n", name.c_str());
         return 2;
+    }
+    if (mode == "--time-split") {
+        // The split scans (gdn_launch.cuh, split_scans) at B1 T32768: with 4 value heads, where the
+        // shape's rule splits, and with GDN.md's 16/32 heads, where it does not; each unsplit
+        // (segment_chunks −1), by the rule (0) and, at 32 value heads, split into 4 and 8
+        // segments as asked. Medians of 10 runs, no checks; every member, or those named after it.
+        const std::string only = argc > 2 ? argv[2] : "";
+        for (Member m : kcv::gdn::all_members()) {
+            if (!only.empty() && only.find(kcv::gdn::member_name(m)) == std::string::npos) continue;
+            for (int seg : {-1, 0}) time_shape(m, 1, 32768, 2, 4, 10, seg);
+            for (int seg : {-1, 128, 64}) time_shape(m, 1, 32768, 16, 32, 10, seg);
+        }
+        return 0;
     }
     if (mode == "--time-v2") {
         // Version 2 alone at the first benchmark shape, every member: medians of 20 runs, no checks,
@@ -528,6 +547,12 @@ int main(int argc, char** argv) {
             cases.push_back({n + "/strong-decay", m, 1, kcv::gdn::Shape{1, 150, 1, 1, 128, 128, {}}, -8.0, -2.0});
             cases.push_back({n + "/zero-gate", m, 1, kcv::gdn::Shape{1, 100, 1, 1, 128, 128, {}}, 0.0, 0.0});
         }
+        // The split scans (gdn_launch.cuh): segments of three chunks asked for, over sequences of
+        // 8 and 10 chunks, an empty one and one token; and the shape's own rule, which splits one
+        // sequence of 32 chunks and one value head into 8 segments.
+        cases.push_back({n + "/split-varlen", m, 1,
+                         kcv::gdn::Shape{1, 1100, 1, 2, 128, 128, {0, 500, 500, 501, 1100}}, -1.0, 0.0, 3});
+        cases.push_back({n + "/split-by-rule", m, 1, kcv::gdn::Shape{1, 2048, 1, 1, 128, 128, {}}});
     }
     if (mode == "--time-only") cases.clear();
     const int mma_failed = check_block_mma();

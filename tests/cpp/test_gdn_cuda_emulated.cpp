@@ -101,14 +101,15 @@ struct SequenceLengths {
 };
 
 // The largest |y − y*| / τ over an output whose element i sums K(i) products; NaN if any element
-// is NaN (unwritten).
+// is NaN (unwritten). u_out: the unit roundoff of the output's type (float32's unless given).
 template <class AccumulationLength>
 double ratio(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<double>& s,
-             AccumulationLength K) {
+             AccumulationLength K, double u_out = 0x1p-24) {
     const double u = 0x1p-24, c = 4.0, tiny = std::numeric_limits<float>::min() * 0x1p-23;
     double r = 0.0;
     for (size_t i = 0; i < y.size(); ++i) {
-        const double e = std::abs(double(y[i]) - ref[i]) / (c * u * std::sqrt(K(i)) * s[i] + u * std::abs(ref[i]) + tiny);
+        const double e =
+            std::abs(double(y[i]) - ref[i]) / (c * u * std::sqrt(K(i)) * s[i] + u_out * std::abs(ref[i]) + tiny);
         if (!(e == e)) return std::numeric_limits<double>::quiet_NaN();
         r = std::max(r, e);
     }
@@ -126,7 +127,9 @@ struct Ratios {
     }
 };
 
-Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out) {
+// u16: the unit roundoff of the outputs the input dtype sets (o, dq, dk, dv, dbeta); float32's
+// unless given. ht, dh0 and dg are float32 whatever the inputs.
+Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out, double u16 = 0x1p-24) {
     const Shape& s = c.shape;
     const Problem p{c.member, s, 1.0 / std::sqrt(double(s.K))};
     const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
@@ -153,14 +156,14 @@ Ratios against_oracle(const Case& c, const Inputs& in, const Outputs& out) {
     };
     auto per_state = [&](size_t i) { return len.of_seq[i / size_t(s.HV * s.K * s.V)] * Kd; };
     Ratios r;
-    r.r.push_back({"o", ratio(out.o, ro, ros, per_row(size_t(s.HV * s.V), Kd))});
+    r.r.push_back({"o", ratio(out.o, ro, ros, per_row(size_t(s.HV * s.V), Kd), u16)});
     r.r.push_back({"ht", ratio(out.ht, rht, rhts, per_state)});
-    r.r.push_back({"dq", ratio(out.dq, rdq, sdq, per_row(size_t(s.H * s.K), Vd))});
-    r.r.push_back({"dk", ratio(out.dk, rdk, sdk, per_row(size_t(s.H * s.K), Vd))});
-    r.r.push_back({"dv", ratio(out.dv, rdv, sdv, per_row(size_t(s.HV * s.V), Kd))});
+    r.r.push_back({"dq", ratio(out.dq, rdq, sdq, per_row(size_t(s.H * s.K), Vd), u16)});
+    r.r.push_back({"dk", ratio(out.dk, rdk, sdk, per_row(size_t(s.H * s.K), Vd), u16)});
+    r.r.push_back({"dv", ratio(out.dv, rdv, sdv, per_row(size_t(s.HV * s.V), Kd), u16)});
     r.r.push_back({"dh0", ratio(out.dh0, rdh0, sdh0, per_state)});
     if (c.member.gate != GateKind::none) r.r.push_back({"dg", ratio(out.dg, rdg, sdg, per_row(size_t(s.HV) * GK, Kd))});
-    if (c.member.delta) r.r.push_back({"dbeta", ratio(out.dbeta, rdb, sdb, per_row(size_t(s.HV), Kd))});
+    if (c.member.delta) r.r.push_back({"dbeta", ratio(out.dbeta, rdb, sdb, per_row(size_t(s.HV), Kd), u16)});
     return r;
 }
 
@@ -470,6 +473,84 @@ TEST_P(ReverseScanOnWgmma, GivesTheSameBits) {
 
 // Linear attention, SSD and Gated DeltaNet: all_members()'s order.
 INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, ReverseScanOnWgmma, ::testing::Values(0, 1, 3));
+
+// The split scans' rule (split_scans, gdn_launch.cuh) reads the shape alone: GDN.md's B1 T32768
+// with 32 value heads already has 128 unsplit blocks of 32 columns and stays whole; with 4 value
+// heads it splits into 12 segments of 43 chunks; short sequences, float32 inputs (version 1) and
+// a request of −1 never split, and a request n > 0 takes n chunks a segment.
+TEST(GdnCudaEmulated, SplitScansFollowTheShape) {
+    auto dims = [](int64_t T, int64_t HV, int dtype, int request) {
+        kcv_gdn_params kp{};
+        kp.B = 1; kp.T = T; kp.H = HV / 2; kp.HV = HV; kp.K = 128; kp.V = 128; kp.N = 1;
+        kp.dtype = dtype;
+        kp.segment_chunks = request;
+        return cu::make_dims(kp);
+    };
+    EXPECT_EQ(dims(32768, 32, 1, 0).seg_chunks, 0);
+    const cu::Dims few = dims(32768, 4, 1, 0);
+    EXPECT_EQ(few.seg_chunks, 43);
+    EXPECT_EQ(few.segments, 12);
+    EXPECT_EQ(dims(32768, 4, 2, 0).seg_chunks, 43);
+    EXPECT_EQ(dims(32768, 4, 0, 0).seg_chunks, 0);
+    EXPECT_EQ(dims(32768, 4, 1, -1).seg_chunks, 0);
+    EXPECT_EQ(dims(448, 2, 1, 0).seg_chunks, 0);    // 7 chunks
+    const cu::Dims eight = dims(512, 2, 1, 0);      // 8 chunks, 2 segments of 4 at most
+    EXPECT_EQ(eight.seg_chunks, 4);
+    EXPECT_EQ(eight.segments, 2);
+    const cu::Dims asked = dims(4096, 32, 1, 5);
+    EXPECT_EQ(asked.seg_chunks, 5);
+    EXPECT_EQ(asked.segments, 13);
+    EXPECT_EQ(dims(4096, 32, 0, 5).seg_chunks, 5);   // asked for, version 2 on float32 (emulation)
+    // The split's arrays are in the workspace only when it splits.
+    cu::Workspace w{};
+    const size_t whole = cu::layout_workspace(dims(32768, 4, 1, -1), true, 1, true, nullptr, w);
+    const size_t split = cu::layout_workspace(few, true, 1, true, nullptr, w);
+    EXPECT_EQ(split - whole, size_t(12) * 4 * 128 * (128 + 2 * 128) * sizeof(float));
+}
+
+// The split scans against the oracle, and their passes launched: each sequence split into
+// segments of two chunks (varlen: four chunks, the last of 8 tokens, in two segments, an empty
+// sequence, one token, two chunks; and two sequences of three chunks, whose last segment has one);
+// K = 24 so that M's columns take a full and a
+// partial slice beside V's 16. Float32 inputs; on the varlen batch also bf16 for the delta
+// members, their inputs drawn as bf16 values, so that the oracle sees what the kernels see, and
+// their bf16 outputs held to bf16's unit roundoff (2^-8) on top of the float32 model. The same
+// bits when the two sequences run again.
+class SplitScans : public ::testing::TestWithParam<int> {};
+
+TEST_P(SplitScans, AgreeWithOracle) {
+    const std::vector<Member> members = kcv::gdn::all_members();
+    ASSERT_EQ(members.size(), 5u);   // the instantiation's range
+    const Member m = members[GetParam()];
+    uint32_t seed = 1900 + 3 * GetParam();
+    for (const Shape& shape : {varlen_shape({200, 0, 1, 70}, 1, 2, 24, 16), Shape{2, 130, 1, 1, 24, 16, {}}}) {
+        const bool varlen = !shape.cu_seqlens.empty();
+        const Case c{std::string(kcv::gdn::member_name(m)) + "/N" + std::to_string(shape.sequences()), m, shape};
+        const Inputs drawn = draw(c, ++seed);
+        for (int dtype : {0, 1}) {
+            if (dtype == 1 && !(m.delta && varlen)) continue;
+            const std::string what = c.name + " dtype " + std::to_string(dtype);
+            Inputs in = drawn;
+            if (dtype == 1)
+                for (auto* x : {&in.q, &in.k, &in.v, &in.beta, &in.d_o})
+                    for (float& e : *x) e = __bfloat162float(__float2bfloat16_rn(e));
+            std::vector<const void*> launched;
+            const Outputs split =
+                run_kernels(c, in, {.version = 2, .dtype = dtype, .launched = &launched, .segment_chunks = 2});
+            const Ratios r = against_oracle(c, in, split, dtype == 1 ? 0x1p-8 : 0x1p-24);
+            std::printf("  %-34s %s\n", what.c_str(), r.str().c_str());
+            for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << what << " " << n << ": " << r.str();
+            // The forward's combine in the forward and again in the backward, which reruns its scan.
+            EXPECT_EQ(count_launches(launched, &cu::segment_combine<false, 16, 0>), 2) << what;
+            EXPECT_EQ(count_launches(launched, &cu::segment_combine<true, 16, 0>), 1) << what;
+            if (!varlen)
+                expect_same_bits(split, run_kernels(c, in, {.version = 2, .dtype = dtype, .segment_chunks = 2}),
+                                 what + ", run again");
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, SplitScans, ::testing::Range(0, 5));
 
 // A backward that reads the chunk preparation a forward kept apart (kcv_gdn_params.prepared)
 // instead of preparing the chunks again: the same bits as one that prepares them, on a workspace

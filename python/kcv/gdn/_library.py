@@ -52,6 +52,7 @@ class Params(ctypes.Structure):
         ("workspace_bytes", ctypes.c_size_t),
         ("prepared", ctypes.c_void_p),
         ("prepared_bytes", ctypes.c_size_t),
+        ("segment_chunks", ctypes.c_int32),
     ]
 
 
