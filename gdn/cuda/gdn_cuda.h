@@ -70,7 +70,11 @@ typedef struct kcv_gdn_params {
        shape alone (split only where too few (sequence, value head) pairs would fill the GPU;
        kcv_gdn_segment_chunks says what it chose), -1 never splits, n > 0 splits into segments of n
        chunks of 64 tokens. The results are deterministic for any value, but the bits depend on
-       the split. The bf16 and fp16 kernels split; the float32 ones (version 1) never do. */
+       the split. A split workspace holds (K·K + 2·K·V) floats per segment slot and value head,
+       N·ceil(ceil(T/64)/n) slots (with cu_seqlens every sequence is given as many as the longest
+       could need), so a small n over many sequences asks for much memory. The bf16 and fp16
+       kernels split; the float32 ones (version 1) never do. KCV_GDN_SEGMENT_CHUNKS in the
+       environment stands in for a 0 here. */
     int32_t segment_chunks;
 } kcv_gdn_params;
 
