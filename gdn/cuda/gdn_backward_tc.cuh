@@ -51,7 +51,7 @@ namespace kcv::gdn::cuda {
 //
 // pass (ScanPass, gdn_forward_tc.cuh), block x being segment x % segments of sequence x / segments:
 // kWhole scans the sequence from dht; kSummary one segment from a zero gradient at its end,
-// leaving its dS at its start in w.seg_end (E of segment_combine<true>) and writing nothing else;
+// leaving its dS at its start in w.seg_end (E of segment_combine, REVERSE) and writing nothing else;
 // kRerun one segment from the gradient segment_combine left at its end, writing what kWhole writes
 // for its chunks, and dh0 from the sequence's first segment. The map of dS across a segment is
 // the transpose of the forward's M (dS ← Λ_C dS − Wᵀ (K ⊙ e^{γ_C−γ}) dS + terms free of dS), so

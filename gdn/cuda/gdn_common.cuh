@@ -210,6 +210,7 @@ struct Workspace {
     int* chunk_offsets;   // [N + 1]
     // The split scans (Dims::seg_chunks > 0), per segment r = n·segments + s of sequence n:
     float* seg_map;   // [N·segments][HV][K][K]  M, the segment's map of its start state to its end state
+                      //                          (delta rule; without it M is diagonal, and not kept)
     float* seg_end;   // [N·segments][HV][K][V]  E, its end state from a zero start (backward: dS at its
                       //                          start from a zero gradient at its end)
     float* seg_in;    // [N·segments][HV][K][V]  its start state (backward: the gradient at its end)
@@ -271,7 +272,7 @@ inline size_t layout_workspace(const Dims& d, bool backward, int gate, bool delt
     w.chunk_offsets = reinterpret_cast<int*>(offsets);
     if (d.seg_chunks > 0) {
         const size_t rh = size_t(d.N) * d.segments * d.HV;
-        w.seg_map = take(rh * d.K * d.K);
+        w.seg_map = delta ? take(rh * d.K * d.K) : nullptr;   // diagonal without the delta rule
         w.seg_end = take(rh * d.K * d.V);
         w.seg_in = take(rh * d.K * d.V);
     } else {

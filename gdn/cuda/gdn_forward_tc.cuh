@@ -209,9 +209,9 @@ constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
 // being segment x % segments of sequence x / segments:
 // - kWhole: the sequence unsplit, from h0, writing every chunk's start state, Δ and ht;
 // - kSummary: one segment's affine map S_end = M·S_start + E. Its value columns (grid.z below
-//   ceil(V / COLS)) scan from a zero state and leave E; the columns past them scan the K columns of
-//   M from the identity, with U (delta) or V (without) taken as zero, and leave M. Nothing else is
-//   written;
+//   ceil(V / COLS)) scan from a zero state and leave E; with the delta rule the columns past them
+//   scan the K columns of M from the identity, U taken as zero, and leave M (without it M is
+//   diagonal, and segment_combine forms it from the decays). Nothing else is written;
 // - kRerun: one segment from its start state (segment_combine's), writing what kWhole writes for
 //   its chunks, and ht from the sequence's last segment.
 enum ScanPass : int { kWhole = 0, kSummary = 1, kRerun = 2 };
@@ -222,7 +222,8 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1)
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int vslices = (d.V + COLS - 1) / COLS;
-    // Columns of M (kSummary only), at v0 of its K.
+    // Columns of M (kSummary with the delta rule only; the launch gives the others none), at v0 of
+    // its K.
     const bool mcols = pass == kSummary && int(blockIdx.z) >= vslices;
     const int n = blockIdx.x / d.segments, seg = blockIdx.x % d.segments, hv = blockIdx.y, h = hv / d.group;
     const int v0 = (mcols ? blockIdx.z - vslices : blockIdx.z) * COLS;
@@ -339,18 +340,22 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1)
 // backward (REVERSE true; gdn_backward_tc.cuh), the gradient at each segment's end, from dht at
 // the sequence's end down:
 //   G_last = dht,  G_{s−1} = M_sᵀ G_s + E_s   (E_s the segment's dS at its start from G_s = 0).
-// One product of K×K by K×COLS per segment, float32-accurate as the scans' (block_mma, split
-// operands), into the other of two state tiles. The sequence's last start (first, in reverse) is
-// not carried further: the rerun of its segment reaches ht (dh0) itself.
-template <bool REVERSE, int COLS, int KV = 0>
+// With the delta rule M_s is the summary pass's K×K matrix: one float32-accurate product of K×K by
+// K×COLS per segment (block_mma, split operands, as the scans'), into the other of two state tiles.
+// Without it M_s is diagonal, the product of the segment's chunk decays, which the summary pass
+// does not scan: each chunk's decay is applied as the scans apply it, by halves, e^{γ_C / 2} per
+// channel (none for linear attention, whose M is the identity), in place. The sequence's last start
+// (first, in reverse) is not carried further: the rerun of its segment reaches ht (dh0) itself.
+template <int GATE, bool DELTA, bool REVERSE, int COLS, int KV = 0>
 __global__ void __launch_bounds__(kThreads, 1) segment_combine(Dims sizes, Workspace w, const float* start) {
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x, hv = blockIdx.y, v0 = blockIdx.z * COLS;
-    const int K = d.K, V = d.V, VS = min(COLS, V - v0);
+    const int K = d.K, V = d.V, VS = min(COLS, V - v0), GK = GATE == 2 ? K : 1, tid = threadIdx.x, nt = blockDim.x;
     float* const smem = shared_floats();
-    float* cur = smem;            // K×COLS, stride ld
-    float* nxt = smem + K * ld;   // likewise
+    float* cur = smem;                         // K×COLS, stride ld
+    float* nxt = smem + K * ld;                // likewise (delta rule)
+    float* dec = nxt + (DELTA ? K * ld : 0);   // K: e^{γ_C / 2} (no delta rule)
     const SequenceExtent seq = sequence_extent(d, n);
     const int count = seq.chunks == 0 ? 1 : (seq.chunks + d.seg_chunks - 1) / d.seg_chunks;
     StateSlice S{cur, ld, K, V, v0, VS, d.HV, hv, COLS};
@@ -362,20 +367,43 @@ __global__ void __launch_bounds__(kThreads, 1) segment_combine(Dims sizes, Works
         S.store(w.seg_in, r);
         if (step == count - 1) break;
         const size_t rh = size_t(r) * d.HV + hv;
-        const float* M = w.seg_map + rh * K * K;
         const float* E = w.seg_end + rh * K * V + v0;
-        block_mma<NT, false, false>(
-            K, VS, K, [&](int i, int j) { return REVERSE ? M[j * K + i] : M[i * K + j]; },
-            [&](int j, int col) { return cur[j * ld + col]; },
-            [&](int i, int col, float acc) { nxt[i * ld + col] = acc + E[size_t(i) * V + col]; });
-        __syncthreads();
-        float* const t = cur;
-        cur = nxt;
-        nxt = t;
+        if constexpr (DELTA) {
+            const float* M = w.seg_map + rh * K * K;
+            block_mma<NT, false, false>(
+                K, VS, K, [&](int i, int j) { return REVERSE ? M[j * K + i] : M[i * K + j]; },
+                [&](int j, int col) { return cur[j * ld + col]; },
+                [&](int i, int col, float acc) { nxt[i * ld + col] = acc + E[size_t(i) * V + col]; });
+            __syncthreads();
+            float* const t = cur;
+            cur = nxt;
+            nxt = t;
+        } else {
+            SegmentRange range;
+            segment_range(d, seq, s, range);
+            for (int jc = range.first; GATE != 0 && jc < range.end; ++jc) {
+                half_chunk_decay<GATE>(scan_step(seq, jc, w, d.HV, hv, GK), K, dec);
+                __syncthreads();
+                for (int e = tid; e < K * VS; e += nt) {
+                    const int i = e / VS, col = e % VS;
+                    cur[i * ld + col] = decayed(cur[i * ld + col], dec[i]);
+                }
+                __syncthreads();
+            }
+            for (int e = tid; e < K * VS; e += nt) {
+                const int i = e / VS, col = e % VS;
+                cur[i * ld + col] += E[size_t(i) * V + col];
+            }
+            __syncthreads();
+        }
     }
 }
 
-inline size_t segment_combine_smem_bytes(int K, int cols) { return sizeof(float) * 2 * size_t(K) * scan_ld(cols); }
+// Shared memory of segment_combine<GATE, DELTA, ...>.
+inline size_t segment_combine_smem_bytes(int K, int cols, bool delta) {
+    return sizeof(float) * (delta ? 2 * size_t(K) * scan_ld(cols) : size_t(K) * scan_ld(cols) + K);
+}
+
 
 // elem: the size of an input value (K's rows and V's slice are staged raw).
 inline size_t scan_tc_smem_bytes(int K, int cols, size_t elem) {

@@ -20,16 +20,17 @@ namespace kcv::gdn::cuda {
 // chunks one after another, one block per (sequence, value head, column slice); with few such
 // pairs a long sequence leaves most SMs idle whatever the slices. The scans then split each
 // sequence into segments of seg_chunks chunks, scanned at once: a summary pass gives each
-// segment's affine map (S_end = M·S_start + E, with M from the identity: K more columns to scan),
-// segment_combine carries the state across the segments in order, one K×K product each, and a
-// rerun from each segment's start writes what the unsplit scan writes. Exact in the algebra (no
+// segment's affine map (S_end = M·S_start + E; with the delta rule M is scanned from the identity,
+// K more columns, without it M is diagonal, the chunks' decays), segment_combine carries the state
+// across the segments in order, and a rerun from each segment's start writes what the unsplit
+// scan writes. Exact in the algebra (no
 // state is approximated or restarted), float32-accurate in each product as the scans are; the
 // bits differ from the unsplit scan's, so the split is a function of the shape alone, never of
 // the device: split where N·HV·ceil(V / 32) < kSplitBelow (about 0.7 of an H200's 132 SMs,
 // scan_columns' share) and the sequences have at least 8 chunks, into enough segments for
-// 2·kSplitBelow such pairs, each of at least 4 chunks. Three chunk steps a chunk where the
-// unsplit scan takes one (the summary's 2·128 columns, then the rerun's 128), so it pays only
-// where the unsplit scan leaves most SMs idle. request: kcv_gdn_params.segment_chunks (0 this
+// 2·kSplitBelow such pairs, each of at least 4 chunks. With the delta rule three chunk steps a
+// chunk where the unsplit scan takes one (the summary's 2·128 columns, then the rerun's 128),
+// without it two, so it pays only where the unsplit scan leaves most SMs idle. request: kcv_gdn_params.segment_chunks (0 this
 // rule, −1 never, n > 0 n chunks a segment).
 constexpr int kSplitBelow = 96;
 
@@ -119,14 +120,15 @@ int split_state_scan(Launcher& launch, const Dims& d, const Workspace& w, const 
     grid.N = d.N * d.segments;
     const int cols = scan_columns(grid, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
     return with_columns(cols, [&]<int COLS>() {
-        const unsigned vs = (d.V + COLS - 1) / COLS, ms = (d.K + COLS - 1) / COLS;
+        // M's columns: the delta rule's K×K map; without it M is diagonal (segment_combine).
+        const unsigned vs = (d.V + COLS - 1) / COLS, ms = DELTA ? (d.K + COLS - 1) / COLS : 0;
         const unsigned segments = static_cast<unsigned>(d.N * d.segments);
         const size_t smem = scan_tc_smem_bytes(d.K, COLS, sizeof(TI));
         if (launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(segments, d.HV, vs + ms), smem,
                    "state_scan_tc_summary", d, w, fa, int(kSummary)))
             return 1;
-        if (launch(segment_combine<false, COLS, KV>, dim3(d.N, d.HV, vs), segment_combine_smem_bytes(d.K, COLS),
-                   "segment_combine", d, w, fa.h0))
+        if (launch(segment_combine<GATE, DELTA, false, COLS, KV>, dim3(d.N, d.HV, vs),
+                   segment_combine_smem_bytes(d.K, COLS, DELTA), "segment_combine", d, w, fa.h0))
             return 1;
         return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(segments, d.HV, vs), smem, "state_scan_tc_rerun",
                       d, w, fa, int(kRerun));
@@ -218,8 +220,8 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
             };
             if (d.seg_chunks == 0) return pass(kWhole, wg ? "reverse_scan_tc_wgmma" : "reverse_scan_tc");
             if (pass(kSummary, "reverse_scan_tc_summary")) return 1;
-            if (launch(segment_combine<true, COLS, KV>, dim3(d.N, d.HV, (d.V + COLS - 1) / COLS),
-                       segment_combine_smem_bytes(d.K, COLS), "segment_combine_reverse", d, w, ba.dht))
+            if (launch(segment_combine<GATE, DELTA, true, COLS, KV>, dim3(d.N, d.HV, (d.V + COLS - 1) / COLS),
+                       segment_combine_smem_bytes(d.K, COLS, DELTA), "segment_combine_reverse", d, w, ba.dht))
                 return 1;
             return pass(kRerun, "reverse_scan_tc_rerun");
         });

@@ -506,17 +506,35 @@ TEST(GdnCudaEmulated, SplitScansFollowTheShape) {
     const size_t whole = cu::layout_workspace(dims(32768, 4, 1, -1), true, 1, true, nullptr, w);
     const size_t split = cu::layout_workspace(few, true, 1, true, nullptr, w);
     EXPECT_EQ(split - whole, size_t(12) * 4 * 128 * (128 + 2 * 128) * sizeof(float));
+    // Without the delta rule M is diagonal and not kept.
+    EXPECT_EQ(cu::layout_workspace(few, true, 1, false, nullptr, w) -
+                  cu::layout_workspace(dims(32768, 4, 1, -1), true, 1, false, nullptr, w),
+              size_t(12) * 4 * 128 * (2 * 128) * sizeof(float));
 }
 
 // The split scans against the oracle, and their passes launched: each sequence split into
 // segments of two chunks (varlen: four chunks, the last of 8 tokens, in two segments, an empty
 // sequence, one token, two chunks; and two sequences of three chunks, whose last segment has one);
-// K = 24 so that M's columns take a full and a
-// partial slice beside V's 16. Float32 inputs; on the varlen batch also bf16 for the delta
+// K = 24 so that the delta members' M takes a full and
+// a partial column slice beside V's 16 (the others' M is diagonal, formed by the combine). Float32 inputs; on the varlen batch also bf16 for the delta
 // members, their inputs drawn as bf16 values, so that the oracle sees what the kernels see, and
 // their bf16 outputs held to bf16's unit roundoff (2^-8) on top of the float32 model. The same
 // bits when the two sequences run again.
 class SplitScans : public ::testing::TestWithParam<int> {};
+
+// The address of member m's segment_combine at 16 columns, forward or reverse.
+template <bool REVERSE>
+const void* combine(Member m) {
+    auto at = [](auto kernel) { return reinterpret_cast<const void*>(kernel); };
+    switch (int(m.gate) * 2 + int(m.delta)) {
+        case 0: return at(&cu::segment_combine<0, false, REVERSE, 16, 0>);
+        case 2: return at(&cu::segment_combine<1, false, REVERSE, 16, 0>);
+        case 3: return at(&cu::segment_combine<1, true, REVERSE, 16, 0>);
+        case 4: return at(&cu::segment_combine<2, false, REVERSE, 16, 0>);
+        case 5: return at(&cu::segment_combine<2, true, REVERSE, 16, 0>);
+    }
+    return nullptr;
+}
 
 TEST_P(SplitScans, AgreeWithOracle) {
     const std::vector<Member> members = kcv::gdn::all_members();
@@ -541,8 +559,8 @@ TEST_P(SplitScans, AgreeWithOracle) {
             std::printf("  %-34s %s\n", what.c_str(), r.str().c_str());
             for (auto& [n, x] : r.r) EXPECT_LE(x, 1.0) << what << " " << n << ": " << r.str();
             // The forward's combine in the forward and again in the backward, which reruns its scan.
-            EXPECT_EQ(count_launches(launched, &cu::segment_combine<false, 16, 0>), 2) << what;
-            EXPECT_EQ(count_launches(launched, &cu::segment_combine<true, 16, 0>), 1) << what;
+            EXPECT_EQ(count_launches(launched, combine<false>(m)), 2) << what;
+            EXPECT_EQ(count_launches(launched, combine<true>(m)), 1) << what;
             if (!varlen)
                 expect_same_bits(split, run_kernels(c, in, {.version = 2, .dtype = dtype, .segment_chunks = 2}),
                                  what + ", run again");
