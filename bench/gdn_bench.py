@@ -58,6 +58,10 @@ SHAPES = [  # (label, B, T, H, HV)
     ("B2 T16384 H16", 2, 16384, 16, 16),
     ("B1 T32768 H16/HV32", 1, 32768, 16, 32),
 ]
+# Index 4, not one of GDN.md's four ('all' leaves it out): a long sequence with few heads, the
+# shape at which the scans split along the sequence (gdn/cuda/gdn_launch.cuh, split_scans).
+# KCV_GDN_SEGMENT_CHUNKS=-1 in the environment times kcv unsplit there.
+FEW_HEADS = ("B1 T32768 H4", 1, 32768, 4, 4)
 K = V = 128
 FLA_FUNCTIONS = {
     "la": "fla.ops.linear_attn.chunk_linear_attn",
@@ -402,7 +406,7 @@ def run(args) -> tuple[list, str, dict, bool]:
             chunk_o.TRITON_ABOVE_3_7_1 = bypassed = True
             print("note: fla's gated backward guard bypassed; its fwd+bwd times are speed references only "
                   "(known incorrect results with this Triton on Hopper)")
-    shapes = SHAPES if args.shapes == "all" else [SHAPES[int(i)] for i in args.shapes.split(",")]
+    shapes = SHAPES if args.shapes == "all" else [(SHAPES + [FEW_HEADS])[int(i)] for i in args.shapes.split(",")]
     device = torch.cuda.get_device_name()
     versions = {"torch": torch.__version__, "triton": triton.__version__}
     from importlib.metadata import PackageNotFoundError, version
@@ -461,7 +465,7 @@ def run(args) -> tuple[list, str, dict, bool]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", default="gdn,kda,gla,ssd")
-    parser.add_argument("--shapes", default="all", help="comma-separated shape indices or 'all'")
+    parser.add_argument("--shapes", default="all", help="comma-separated shape indices (0-3 GDN.md's, 4 B1 T32768 H4) or 'all' (GDN.md's four)")
     parser.add_argument("--json", default=None, help="write the rows")
     parser.add_argument("--results", default=None, help="write one entry per member and shape timed by both")
     parser.add_argument("--impls", default="kcv,fla", help="which implementations to time")

@@ -149,12 +149,17 @@ struct SegmentRange {
     bool last;   // the sequence's last segment
 };
 
+// The segments of a sequence of chunks chunks in a split scan (d.seg_chunks > 0).
+__host__ __device__ __forceinline__ int segment_count(const Dims& d, int chunks) {
+    return chunks == 0 ? 1 : (chunks + d.seg_chunks - 1) / d.seg_chunks;
+}
+
 __device__ __forceinline__ bool segment_range(const Dims& d, const SequenceExtent& seq, int s, SegmentRange& r) {
     if (d.seg_chunks == 0) {
         r = {0, seq.chunks, true};
         return s == 0;
     }
-    const int count = seq.chunks == 0 ? 1 : (seq.chunks + d.seg_chunks - 1) / d.seg_chunks;
+    const int count = segment_count(d, seq.chunks);
     r.first = s * d.seg_chunks;
     r.end = min(seq.chunks, r.first + d.seg_chunks);
     r.last = s == count - 1;

@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1) segment_combine(Dims sizes, Works
     float* nxt = smem + K * ld;                // likewise (delta rule)
     float* dec = nxt + (DELTA ? K * ld : 0);   // K: e^{γ_C / 2} (no delta rule)
     const SequenceExtent seq = sequence_extent(d, n);
-    const int count = seq.chunks == 0 ? 1 : (seq.chunks + d.seg_chunks - 1) / d.seg_chunks;
+    const int count = segment_count(d, seq.chunks);
     StateSlice S{cur, ld, K, V, v0, VS, d.HV, hv, COLS};
     S.load(start, n);
     for (int step = 0;; ++step) {

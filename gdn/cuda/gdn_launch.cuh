@@ -112,29 +112,6 @@ Workspace workspace_of(const kcv_gdn_params& p, const Dims& d, bool backward) {
     return w;
 }
 
-// The split state scan (split_scans above): the summary pass over every segment, the sequential
-// combine, then the rerun of every segment.
-template <int GATE, bool DELTA, class TI, int KV, class Launcher>
-int split_state_scan(Launcher& launch, const Dims& d, const Workspace& w, const ForwardArgs& fa) {
-    Dims grid = d;   // the blocks of one pass, as scan_columns counts them
-    grid.N = d.N * d.segments;
-    const int cols = scan_columns(grid, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
-    return with_columns(cols, [&]<int COLS>() {
-        // M's columns: the delta rule's K×K map; without it M is diagonal (segment_combine).
-        const unsigned vs = (d.V + COLS - 1) / COLS, ms = DELTA ? (d.K + COLS - 1) / COLS : 0;
-        const unsigned segments = static_cast<unsigned>(d.N * d.segments);
-        const size_t smem = scan_tc_smem_bytes(d.K, COLS, sizeof(TI));
-        if (launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(segments, d.HV, vs + ms), smem,
-                   "state_scan_tc_summary", d, w, fa, int(kSummary)))
-            return 1;
-        if (launch(segment_combine<GATE, DELTA, false, COLS, KV>, dim3(d.N, d.HV, vs),
-                   segment_combine_smem_bytes(d.K, COLS, DELTA), "segment_combine", d, w, fa.h0))
-            return 1;
-        return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(segments, d.HV, vs), smem, "state_scan_tc_rerun",
-                      d, w, fa, int(kRerun));
-    });
-}
-
 // The chunk preparation and the state scan, shared by the forward and the backward; prepared: the
 // preparation's arrays already hold this problem's (a backward given a forward's p.prepared), so
 // only the scan runs. KV > 0: the version 2 kernels with K = V = KV fixed at compile time
@@ -159,12 +136,26 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
         }
     }
     if constexpr (VERSION == 2) {
-        if (d.seg_chunks > 0) return split_state_scan<GATE, DELTA, TI, KV>(launch, d, w, fa);
-        const int cols = scan_columns(d, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
+        // Whole, or split (split_scans above): the summary pass over every segment, the
+        // sequential combine, then the rerun of every segment. Whole, d.segments is 1.
+        Dims grid = d;
+        grid.N = d.N * d.segments;
+        const int cols = scan_columns(grid, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
         return with_columns(cols, [&]<int COLS>() {
-            const dim3 slices(d.N, d.HV, (d.V + COLS - 1) / COLS);
-            return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, scan_tc_smem_bytes(d.K, COLS, sizeof(TI)),
-                          "state_scan_tc", d, w, fa, int(kWhole));
+            // M's columns: the delta rule's K×K map; without it M is diagonal (segment_combine).
+            const unsigned vs = (d.V + COLS - 1) / COLS, ms = DELTA ? (d.K + COLS - 1) / COLS : 0;
+            const unsigned blocks = static_cast<unsigned>(d.N * d.segments);
+            const size_t smem = scan_tc_smem_bytes(d.K, COLS, sizeof(TI));
+            auto pass = [&](unsigned slices, int which, const char* name) {
+                return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(blocks, d.HV, slices), smem, name, d, w,
+                              fa, which);
+            };
+            if (d.seg_chunks == 0) return pass(vs, kWhole, "state_scan_tc");
+            if (pass(vs + ms, kSummary, "state_scan_tc_summary")) return 1;
+            if (launch(segment_combine<GATE, DELTA, false, COLS, KV>, dim3(d.N, d.HV, vs),
+                       segment_combine_smem_bytes(d.K, COLS, DELTA), "segment_combine", d, w, fa.h0))
+                return 1;
+            return pass(vs, kRerun, "state_scan_tc_rerun");
         });
     } else {
         const dim3 slices(d.N, d.HV, (d.V + kScanCols - 1) / kScanCols);
