@@ -465,7 +465,8 @@ def run(args) -> tuple[list, str, dict, bool]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", default="gdn,kda,gla,ssd")
-    parser.add_argument("--shapes", default="all", help="comma-separated shape indices (0-3 GDN.md's, 4 B1 T32768 H4) or 'all' (GDN.md's four)")
+    parser.add_argument("--shapes", default="all",
+                        help="comma-separated shape indices (0-3 GDN.md's, 4 B1 T32768 H4) or 'all' (GDN.md's four)")
     parser.add_argument("--json", default=None, help="write the rows")
     parser.add_argument("--results", default=None, help="write one entry per member and shape timed by both")
     parser.add_argument("--impls", default="kcv,fla", help="which implementations to time")
