@@ -5,10 +5,11 @@
 // Build (gdn/CMakeLists.txt builds the same target, kcv_gdn_cuda_check):
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a gdn/tests/check_gdn_cuda.cu \
 //        gdn/cuda/gdn_api.cu gdn/problem.cpp gdn/oracle/gdn_oracle.cpp -o check_gdn_cuda
-// Run: ./check_gdn_cuda [--time | --time-only | --time-v2 | --profile [MEMBER]]; exit status 0 iff
-// every check passed. --time-only times without checking; --time-v2 times version 2 alone, every
-// member at B4 T4096 H32; --profile runs one forward and backward at that shape (of Gated DeltaNet,
-// or of MEMBER) and nothing else, for a profiler.
+// Run: ./check_gdn_cuda [--time | --time-only | --time-v2 | --time-split [MEMBERS] | --profile
+// [MEMBER]]; exit status 0 iff every check passed. --time-only times without checking; --time-v2
+// times version 2 alone, every member at B4 T4096 H32; --time-split times the scans split along
+// the sequence against unsplit at B1 T32768 (bench/gdn_split.sh); --profile runs one forward and
+// backward at B4 T4096 H32 (of Gated DeltaNet, or of MEMBER) and nothing else, for a profiler.
 // Kernel versions: bf16 and fp16 inputs run version 2 (tensor cores), float32 inputs version 1;
 // with KCV_GDN_KERNELS=1 in the environment every dtype runs version 1. --time times both
 // versions at each shape in the same process, version 1 first, and prints their ratio.
@@ -498,14 +499,17 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (mode == "--time-split") {
-        // The split scans (gdn_launch.cuh, split_scans) at B1 T32768: with 4 value heads, where the
-        // shape's rule splits, and with GDN.md's 16/32 heads, where it does not; each unsplit
-        // (segment_chunks −1), by the rule (0) and, at 32 value heads, split into 4 and 8
-        // segments as asked. Medians of 10 runs, no checks; every member, or those named after it.
+        // The split scans (gdn_launch.cuh, split_scans) at B1 T32768: with 4 and 8 value heads,
+        // where the shape's rule splits, and with 16 and 32 (GDN.md's H16/HV32), where it does not;
+        // each unsplit (segment_chunks −1), and split: at 4 and 8 heads by the rule (0), at 8 also
+        // into 4 segments, at 16 into 3 and 2, at 32 into 4 and 8, as asked. Medians of 10 runs,
+        // no checks; every member, or those named after it.
         const std::string only = argc > 2 ? argv[2] : "";
         for (Member m : kcv::gdn::all_members()) {
             if (!only.empty() && only.find(kcv::gdn::member_name(m)) == std::string::npos) continue;
             for (int seg : {-1, 0}) time_shape(m, 1, 32768, 2, 4, 10, seg);
+            for (int seg : {-1, 0, 128}) time_shape(m, 1, 32768, 4, 8, 10, seg);
+            for (int seg : {-1, 171, 256}) time_shape(m, 1, 32768, 8, 16, 10, seg);
             for (int seg : {-1, 128, 64}) time_shape(m, 1, 32768, 16, 32, 10, seg);
         }
         return 0;
