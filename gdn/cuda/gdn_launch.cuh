@@ -23,16 +23,20 @@ namespace kcv::gdn::cuda {
 // segment's affine map (S_end = M·S_start + E; with the delta rule M is scanned from the identity,
 // K more columns, without it M is diagonal, the chunks' decays), segment_combine carries the state
 // across the segments in order, and a rerun from each segment's start writes what the unsplit
-// scan writes. Exact in the algebra (no
-// state is approximated or restarted), float32-accurate in each product as the scans are; the
-// bits differ from the unsplit scan's, so the split is a function of the shape alone, never of
-// the device: split where N·HV·ceil(V / 32) < kSplitBelow (about 0.7 of an H200's 132 SMs,
-// scan_columns' share) and the sequences have at least 8 chunks, into enough segments for
-// 2·kSplitBelow such pairs, each of at least 4 chunks. With the delta rule three chunk steps a
-// chunk where the unsplit scan takes one (the summary's 2·128 columns, then the rerun's 128),
-// without it two, so it pays only where the unsplit scan leaves most SMs idle. request: kcv_gdn_params.segment_chunks (0 this
-// rule, −1 never, n > 0 n chunks a segment).
-constexpr int kSplitBelow = 96;
+// scan writes. Exact in the algebra (no state is approximated or restarted), float32-accurate in
+// each product as the scans are; the bits differ from the unsplit scan's, so the split is a
+// function of the shape alone, never of the device: split where N·HV·ceil(V / 32) < kSplitBelow
+// and the sequences have at least 8 chunks, into enough segments for kSplitPairs such pairs, each
+// of at least 4 chunks. With the delta rule a segment's chunk costs three chunk steps where the
+// unsplit scan's costs one (the summary's 2·128 columns, then the rerun's 128), without it two,
+// so it pays only where the unsplit scan leaves most SMs idle. Measured at B1 T32768, K = V = 128
+// (bench/RESULTS.md, H100, 132 SMs): with 16 and 32 pairs (4 and 8 value heads) the split took
+// 0.28–0.94 of the unsplit forward+backward for every member; with 64 pairs (16 heads) it was
+// slower for Gated DeltaNet, GLA and KDA (1.06–1.30) and with 128 for all five, hence 48, between
+// the two. request: kcv_gdn_params.segment_chunks (0 this rule, −1 never, n > 0 n chunks a
+// segment).
+constexpr int kSplitBelow = 48;
+constexpr int kSplitPairs = 192;
 
 inline void split_scans(Dims& d, int request) {
     d.seg_chunks = 0;
@@ -42,7 +46,7 @@ inline void split_scans(Dims& d, int request) {
     if (request == 0) {
         const long long pairs = static_cast<long long>(d.N) * d.HV * ((d.V + 31) / 32);
         if (pairs < kSplitBelow && chunks >= 8) {
-            const long long want = (2LL * kSplitBelow + pairs - 1) / pairs;
+            const long long want = (kSplitPairs + pairs - 1) / pairs;
             const int segments = static_cast<int>(std::min<long long>(want, chunks / 4));
             per = (chunks + segments - 1) / segments;
         }

@@ -475,9 +475,10 @@ TEST_P(ReverseScanOnWgmma, GivesTheSameBits) {
 INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, ReverseScanOnWgmma, ::testing::Values(0, 1, 3));
 
 // The split scans' rule (split_scans, gdn_launch.cuh) reads the shape alone: GDN.md's B1 T32768
-// with 32 value heads already has 128 unsplit blocks of 32 columns and stays whole; with 4 value
-// heads it splits into 12 segments of 43 chunks; short sequences, float32 inputs (version 1) and
-// a request of −1 never split, and a request n > 0 takes n chunks a segment.
+// with 32 value heads already has 128 unsplit blocks of 32 columns and stays whole, and so does
+// 16 heads' 64; with 8 value heads it splits into 6 segments of 86 chunks, with 4 into 12 of 43;
+// short sequences, float32 inputs (version 1) and a request of −1 never split, and a request
+// n > 0 takes n chunks a segment.
 TEST(GdnCudaEmulated, SplitScansFollowTheShape) {
     auto dims = [](int64_t T, int64_t HV, int dtype, int request) {
         kcv_gdn_params kp{};
@@ -487,6 +488,10 @@ TEST(GdnCudaEmulated, SplitScansFollowTheShape) {
         return cu::make_dims(kp);
     };
     EXPECT_EQ(dims(32768, 32, 1, 0).seg_chunks, 0);
+    EXPECT_EQ(dims(32768, 16, 1, 0).seg_chunks, 0);
+    const cu::Dims eight_heads = dims(32768, 8, 1, 0);
+    EXPECT_EQ(eight_heads.seg_chunks, 86);
+    EXPECT_EQ(eight_heads.segments, 6);
     const cu::Dims few = dims(32768, 4, 1, 0);
     EXPECT_EQ(few.seg_chunks, 43);
     EXPECT_EQ(few.segments, 12);
