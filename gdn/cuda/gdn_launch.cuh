@@ -57,6 +57,14 @@ inline void split_scans(Dims& d, int request) {
     }
 }
 
+// The version 2 scans' grid: one block row per segment of each sequence (d.segments is 1 when the
+// scans are not split), as scan_columns and the launches see it.
+inline Dims segment_grid(const Dims& d) {
+    Dims g = d;
+    g.N = d.N * d.segments;
+    return g;
+}
+
 inline Dims make_dims(const kcv_gdn_params& p) {
     Dims d{};
     d.B = static_cast<int>(p.B);
@@ -142,13 +150,12 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
     if constexpr (VERSION == 2) {
         // Whole, or split (split_scans above): the summary pass over every segment, the
         // sequential combine, then the rerun of every segment. Whole, d.segments is 1.
-        Dims grid = d;
-        grid.N = d.N * d.segments;
+        const Dims grid = segment_grid(d);
         const int cols = scan_columns(grid, launch.sms, [&](int c) { return scan_tc_smem_bytes(d.K, c, sizeof(TI)); });
         return with_columns(cols, [&]<int COLS>() {
             // M's columns: the delta rule's K×K map; without it M is diagonal (segment_combine).
             const unsigned vs = (d.V + COLS - 1) / COLS, ms = DELTA ? (d.K + COLS - 1) / COLS : 0;
-            const unsigned blocks = static_cast<unsigned>(d.N * d.segments);
+            const unsigned blocks = static_cast<unsigned>(grid.N);
             const size_t smem = scan_tc_smem_bytes(d.K, COLS, sizeof(TI));
             auto pass = [&](unsigned slices, int which, const char* name) {
                 return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(blocks, d.HV, slices), smem, name, d, w,
@@ -198,12 +205,11 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
         // Split as the forward's scan (split_scans), whose summary pass left each segment's M:
         // the summary pass, the combine in reverse, the rerun.
         const bool wg = GATE != 2 && launch.reverse_on_wgmma;
-        Dims grid = d;
-        grid.N = d.N * d.segments;
+        const Dims grid = segment_grid(d);
         const int cols = scan_columns(
             grid, launch.sms, [&](int c) { return reverse_scan_tc_smem_bytes(d.K, GATE, c, sizeof(TI), wg); });
         const int rc = with_columns(cols, [&]<int COLS>() {
-            const dim3 slices(d.N * d.segments, d.HV, (d.V + COLS - 1) / COLS);
+            const dim3 slices(grid.N, d.HV, (d.V + COLS - 1) / COLS);
             const size_t smem = reverse_scan_tc_smem_bytes(d.K, GATE, COLS, sizeof(TI), wg);
             auto pass = [&](int which, const char* name) {
                 if constexpr (GATE != 2) {
