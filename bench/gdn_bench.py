@@ -62,6 +62,21 @@ SHAPES = [  # (label, B, T, H, HV)
 # shape at which the scans split along the sequence (gdn/cuda/gdn_launch.cuh, split_scans).
 # KCV_GDN_SEGMENT_CHUNKS=-1 in the environment times kcv unsplit there.
 FEW_HEADS = ("B1 T32768 H4", 1, 32768, 4, 4)
+SELECTABLE = SHAPES + [FEW_HEADS]
+
+
+def select_shapes(spec: str) -> list:
+    """--shapes: 'all' (GDN.md's four) or comma-separated indices into SELECTABLE."""
+    if spec == "all":
+        return list(SHAPES)
+    picked = []
+    for part in spec.split(","):
+        if not part.strip().isdigit() or int(part) >= len(SELECTABLE):
+            raise ValueError(f"--shapes: {part!r} is neither a shape index (0-{len(SELECTABLE) - 1}) nor 'all'")
+        picked.append(SELECTABLE[int(part)])
+    return picked
+
+
 K = V = 128
 FLA_FUNCTIONS = {
     "la": "fla.ops.linear_attn.chunk_linear_attn",
@@ -406,7 +421,7 @@ def run(args) -> tuple[list, str, dict, bool]:
             chunk_o.TRITON_ABOVE_3_7_1 = bypassed = True
             print("note: fla's gated backward guard bypassed; its fwd+bwd times are speed references only "
                   "(known incorrect results with this Triton on Hopper)")
-    shapes = SHAPES if args.shapes == "all" else [(SHAPES + [FEW_HEADS])[int(i)] for i in args.shapes.split(",")]
+    shapes = select_shapes(args.shapes)
     device = torch.cuda.get_device_name()
     versions = {"torch": torch.__version__, "triton": triton.__version__}
     from importlib.metadata import PackageNotFoundError, version
@@ -486,6 +501,10 @@ def main(argv=None) -> int:
     parser.add_argument("--versions", default=None,
                         help="with --rows-from, versions the log's device line lacks: 'triton 3.6.0, fla-core 0.6.0'")
     args = parser.parse_args(argv)
+    try:
+        select_shapes(args.shapes)
+    except ValueError as e:
+        parser.error(str(e))
     if args.rows_from:
         if not args.date:
             parser.error("--rows-from needs --date, the date-time of the logged run")

@@ -187,3 +187,13 @@ def test_kernel_name_keeps_the_function_only():
               "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
     assert bench.kernel_name(nested) == "vectorized_elementwise_kernel"
     assert bench.kernel_name("Memset (Device)") == "Memset"
+
+
+def test_shapes_by_index_and_a_bad_index_named():
+    assert bench.select_shapes("all") == bench.SHAPES
+    assert bench.select_shapes("3,4") == [bench.SHAPES[3], bench.FEW_HEADS]
+    for bad in ("5", "x", "1,", "-1"):
+        with pytest.raises(ValueError, match="neither a shape index"):
+            bench.select_shapes(bad)
+    with pytest.raises(SystemExit):
+        bench.main(["--shapes", "9"])
