@@ -406,7 +406,7 @@ def print_table(rows: list) -> None:
               + (f" check: {r['check_error']}" if "check_error" in r else ""))
 
 
-def run(args) -> tuple[list, str, dict, bool]:
+def run(args, shapes: list) -> tuple[list, str, dict, bool]:
     import triton
 
     gdn = import_gdn()
@@ -421,7 +421,6 @@ def run(args) -> tuple[list, str, dict, bool]:
             chunk_o.TRITON_ABOVE_3_7_1 = bypassed = True
             print("note: fla's gated backward guard bypassed; its fwd+bwd times are speed references only "
                   "(known incorrect results with this Triton on Hopper)")
-    shapes = select_shapes(args.shapes)
     device = torch.cuda.get_device_name()
     versions = {"torch": torch.__version__, "triton": triton.__version__}
     from importlib.metadata import PackageNotFoundError, version
@@ -502,7 +501,7 @@ def main(argv=None) -> int:
                         help="with --rows-from, versions the log's device line lacks: 'triton 3.6.0, fla-core 0.6.0'")
     args = parser.parse_args(argv)
     try:
-        select_shapes(args.shapes)
+        shapes = select_shapes(args.shapes)
     except ValueError as e:
         parser.error(str(e))
     if args.rows_from:
@@ -515,7 +514,7 @@ def main(argv=None) -> int:
         print(f"device: {device}, {len(rows)} rows from {args.rows_from}")
     else:
         date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        rows, device, versions, bypassed = run(args)
+        rows, device, versions, bypassed = run(args, shapes)
     print_table(rows)
     print_profile(rows)
     if args.json:
