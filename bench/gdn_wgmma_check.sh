@@ -16,7 +16,9 @@
 # The wgmma products are the default because every digest agreed on an H200 (bench/RESULTS.md):
 # they must be block_mma's bits (the host emulation checks that on this source,
 # tests/cpp/test_gdn_cuda_emulated.cpp, WgmmaPortGivesBlockMmasBits, OutputOnWgmma and
-# ReverseScanOnWgmma, and a GPU must agree). Rerun this after any change to a product.
+# BackwardOnWgmma, and a GPU must agree). Rerun this after any change to a product. chunk_grad_tc's
+# products run on wgmma only in a library built with -DKCV_GDN_GRAD_WGMMA=1 (slower on an H100,
+# bench/RESULTS.md): compare such a build with bench/gdn_build.sh and bench/gdn_ab.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:?build or run}" dir="${2:?a directory}"

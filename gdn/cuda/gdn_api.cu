@@ -51,6 +51,7 @@ struct DeviceLauncher {
     int sms;
     static constexpr bool output_on_wgmma = kOutputOnWgmma;   // gdn_wgmma.cuh
     static constexpr bool reverse_on_wgmma = kReverseOnWgmma;
+    static constexpr bool grad_on_wgmma = kGradOnWgmma;
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {

@@ -479,13 +479,7 @@ inline size_t grad_smem_bytes(int K, int gate) {
            (3 * size_t(kChunk) * K + 2 * size_t(kChunk) * GK + GK + kChunk + (gate != 0 ? 4 : 3) * kChunk * kChunk);
 }
 
-// chunk_grad_tc's: grad_smem_bytes, a scalar gate's C factors e^{γ_t}, and for the gates without
-// a per-channel factor dO and V as raw values of `elem` bytes (C rows of stride V + 8 each, from
-// the next 16-byte boundary).
-inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem) {
-    return grad_smem_bytes(K, gate) + (gate == 1 ? sizeof(float) * kChunk : 0) +
-           (gate != 2 ? 16 + 2 * elem * kChunk * (size_t(V) + 8) : 0);
-}
+
 
 // dq, dk of query/key head h: the sum over its value heads h·G .. h·G + G − 1, in that order
 // (G > 1; with one value head per query/key head chunk_grad writes them).

@@ -155,8 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         auto T_at = [&](int s, int t) { return WG ? Tm[s * kChunk + t] : T_s[s * ldp + t]; };
         // Each product on mma.sync (block_mma, its tile shape as given) or on wgmma.
         auto product = [&]<int MT>(int M, int N, int Kd, auto A, auto B, auto out) {
-            if constexpr (WG) block_mma_tiled<false, false>(M, N, Kd, A, B, out, tiles);
-            else block_mma<NT, false, false, MT>(M, N, Kd, A, B, out);
+            block_product<WG, NT, false, false, MT>(M, N, Kd, A, B, out, tiles);
         };
         product.template operator()<scan_chunk_mt<COLS>>(
             L, VS, K + kChunk,
@@ -246,6 +245,56 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     else if (a.dh0 && range.first == 0) dS.store(a.dh0, n);
 }
 
+// gated_scores_backward (gdn_common.cuh) for the gates without a per-channel factor (GATE 0, 1),
+// the two products over the chunk's tokens on tensor cores:
+//   gx = (dM ⊙ F) k,  gk = (dM ⊙ F)ᵀ x  on the support of M,
+// then dgam as there, but each row's sum over channels in float64. XEXACT / KEXACT: x / k hold raw
+// 16-bit inputs. WG: the products on wgmma (block_product), tiles their scratch.
+template <int GATE, bool XEXACT, bool KEXACT, bool WG>
+__device__ void gated_scores_backward_tc(const float* dM, const float* x, const float* k, const float* F, int L,
+                                         int K, bool strict, float* gx, float* gk, float* dgam, uint8_t* tiles) {
+    static_assert(GATE != 2, "a per-channel gate uses gated_scores_backward");
+    auto weight = [&](int t, int j) {
+        if (t >= L || j >= L || (strict ? j >= t : j > t)) return 0.0f;
+        return GATE == 1 ? dM[t * kChunk + j] * F[t * kChunk + j] : dM[t * kChunk + j];
+    };
+    block_product<WG, 4, false, KEXACT, 2>(
+        kChunk, K, kChunk, weight, [&](int j, int i) { return k[j * K + i]; },
+        [&](int t, int i, float acc) { gx[t * K + i] = acc; }, tiles);
+    block_product<WG, 4, false, XEXACT, 2>(
+        kChunk, K, kChunk, [&](int j, int s) { return weight(s, j); }, [&](int s, int i) { return x[s * K + i]; },
+        [&](int j, int i, float acc) { gk[j * K + i] = acc; }, tiles);
+    __syncthreads();
+    if (GATE == 1) {
+        // In float64, where each product and difference is exact: the row's terms nearly cancel
+        // the column's over the chunk (dg_t sums them from t on), so a float32 sum's rounding
+        // would be what is left.
+        // One thread per row, walked by walk_rows (16-byte loads where the rows allow them), the same
+        // terms in the same order.
+        for (int t = threadIdx.x; t < L; t += blockDim.x) {
+            double acc = 0.0;
+            walk_rows(
+                K, [&](int, float xi, float gxi, float ki, float gki) { acc += double(xi) * gxi - double(ki) * gki; },
+                x + t * K, gx + t * K, k + t * K, gk + t * K);
+            dgam[t] += float(acc);
+        }
+    }
+    __syncthreads();
+}
+
+// The score gradient of version 2: on tensor cores for the gates without a per-channel factor,
+// gated_scores_backward_running for a per-channel gate, with F as its scratch (F holds the scalar
+// gate's factors for GATE 1; g, xa, ea unused otherwise; WG and tiles as gated_scores_backward_tc).
+template <int GATE, bool XEXACT, bool KEXACT, bool WG>
+__device__ __forceinline__ void score_gradients(const float* dM, const float* x, const float* k, const float* g,
+                                                float* F, int L, int K, bool strict, float* gx, float* gk,
+                                                float* dgam, float* xa, float* ea, uint8_t* tiles) {
+    if constexpr (GATE == 2)
+        gated_scores_backward_running(dM, x, k, g, L, K, strict, gx, gk, dgam, xa, ea, F);
+    else
+        gated_scores_backward_tc<GATE, XEXACT, KEXACT, WG>(dM, x, k, F, L, K, strict, gx, gk, dgam, tiles);
+}
+
 // elem: the size of an input value (two sets of K, Q and dO's slice are staged raw); wg: the
 // products on wgmma (reverse_scan_tc's WG): the split tiles in place of P's and T's.
 inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols, size_t elem, bool wg = false) {
@@ -257,8 +306,23 @@ inline size_t reverse_scan_tc_smem_bytes(int K, int gate, int cols, size_t elem,
            16 + 2 * elem * kChunk * (2 * (K + 8) + cols + 8) + (wg ? kWgmmaScratchBytes : 0);
 }
 
-template <int GATE, bool DELTA, class TI, int KV = 0>
+// chunk_grad_tc's: grad_smem_bytes, a scalar gate's C factors e^{γ_t}, and for the gates without
+// a per-channel factor either dO and V as raw values of `elem` bytes (C rows of stride V + 8 each,
+// from the next 16-byte boundary) or, with its products on wgmma (wg), their split tiles: 215 KB
+// for Gated DeltaNet at K = V = 128, beside 200 KB staged. A per-channel gate's tiles take 224.8
+// KiB of the 227 and leave room for neither.
+inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem, bool wg = false) {
+    return grad_smem_bytes(K, gate) + (gate == 1 ? sizeof(float) * kChunk : 0) +
+           (gate == 2 ? 0 : wg ? kWgmmaScratchBytes : 16 + 2 * elem * kChunk * (size_t(V) + 8));
+}
+
+// A chunk's gradients: version 1's chunk_grad with its products on tensor cores. WG (the gates
+// without a per-channel factor): every product on wgmma (block_product), the same bits; the GPU
+// library launches it only when built with KCV_GDN_GRAD_WGMMA=1 (kGradOnWgmma, gdn_wgmma.cuh, says
+// why).
+template <int GATE, bool DELTA, class TI, int KV = 0, bool WG = false>
 __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspace w, BackwardArgs a) {
+    static_assert(!WG || GATE != 2, "a per-channel gate's tiles leave no room for wgmma's");
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
@@ -273,17 +337,20 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     float* s_dvt = DELTA ? w.dvt + sh * kChunk * V : nullptr;
     const TI* dO = static_cast<const TI*>(a.d_o);
     const TI* v = static_cast<const TI*>(a.fwd.v);
-    // dO and V as raw 16-bit values in shared memory past G's tiles, rows from L on zero, where
-    // those tiles leave room (grad_tc_smem_bytes: not for a per-channel gate): copied once
-    // (copy_rows) instead of read element by element from global memory inside the products. Row
-    // stride V + 8 halves puts each fragment load into distinct banks.
-    constexpr bool kStaged = GATE != 2;
+    // On mma.sync, dO and V as raw 16-bit values in shared memory past G's tiles, rows from L on
+    // zero, where those tiles leave room (grad_tc_smem_bytes: not for a per-channel gate): copied
+    // once (copy_rows) instead of read element by element from global memory inside the products.
+    // Row stride V + 8 halves puts each fragment load into distinct banks. On wgmma (WG) the
+    // products' split tiles take that place, and each product reads dO and V once per output
+    // tile, from global memory, where it splits them.
+    constexpr bool kStaged = GATE != 2 && !WG;
     const int ldo = V + 8;
     // A scalar gate's e^{γ_t}, one per token (zero from L on), taken once where the element-wise
     // passes below took it once per element (C·K times each); the same floats.
     float* const eg_s = G.past;
     TI* const dO_s = aligned16<TI>(G.past + (GATE == 1 ? kChunk : 0));
     TI* const v_s = dO_s + kChunk * ldo;
+    uint8_t* const tiles = WG ? reinterpret_cast<uint8_t*>(G.past + (GATE == 1 ? kChunk : 0)) : nullptr;
     auto beta_at = [&](int t) { return DELTA ? G.b_s[t] : 0.0f; };
     auto dO_at = [&](int t, int j) {
         if constexpr (kStaged) return to_float(dO_s[t * ldo + j]);
@@ -318,24 +385,24 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
 
     // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ, and
     // dP = scale·tril(dO Δᵀ).
-    block_mma<4, EX, false, 2>(
+    block_product<WG, 4, EX, false, 2>(
         kChunk, K, V, dO_at, [&](int j, int i) { return G.S0[i * V + j]; },
-        [&](int t, int i, float acc) { G.s_dqt[t * K + i] = scale * acc; });
-    block_mma<4, false, false, 2>(
+        [&](int t, int i, float acc) { G.s_dqt[t * K + i] = scale * acc; }, tiles);
+    block_product<WG, 4, false, false, 2>(
         kChunk, K, V, D_at, [&](int j, int i) { return G.dS[i * V + j]; },
-        [&](int t, int i, float acc) { G.s_dkt[t * K + i] = acc; });
+        [&](int t, int i, float acc) { G.s_dkt[t * K + i] = acc; }, tiles);
     if (DELTA)
-        block_mma<4, false, false, 2>(
+        block_product<WG, 4, false, false, 2>(
             kChunk, K, V, dD_at, [&](int j, int i) { return G.S0[i * V + j]; },
-            [&](int t, int i, float acc) { G.s_dW[t * K + i] = -acc; });
-    block_mma<4, EX, false>(
+            [&](int t, int i, float acc) { G.s_dW[t * K + i] = -acc; }, tiles);
+    block_product<WG, 4, EX, false>(
         kChunk, kChunk, V, dO_at, [&](int j, int s) { return D_at(s, j); },
-        [&](int t, int s, float acc) { G.dM_s[t * kChunk + s] = t < L && s <= t ? scale * acc : 0.0f; });
+        [&](int t, int s, float acc) { G.dM_s[t * kChunk + s] = t < L && s <= t ? scale * acc : 0.0f; }, tiles);
     __syncthreads();
     // Through tril(P) and through Q ⊙ e^γ, K ⊙ e^{γ_C − γ}, Λ_C S₀.
     if (GATE == 1) scalar_gate_factors_running(G.g_s, L, G.F_s);
-    score_gradients<GATE, EX, EX>(G.dM_s, G.q_s, G.k_s, G.g_s, G.F_s, L, K, false, G.s_dq, G.s_dk, G.dgam_s, G.s_xa,
-                                  G.s_ea);
+    score_gradients<GATE, EX, EX, WG>(G.dM_s, G.q_s, G.k_s, G.g_s, G.F_s, L, K, false, G.s_dq, G.s_dk, G.dgam_s,
+                                      G.s_xa, G.s_ea, tiles);
     // In batches (kElementBatch, gdn_backward.cuh): these tiles are in global memory.
     for (int e0 = tid; e0 < L * K; e0 += kElementBatch * nt) {
         float dq[kElementBatch], dk[kElementBatch];
@@ -406,40 +473,40 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         for (int e = tid; e < kChunk * K; e += nt) G.s_xa[e] = e / K < L ? eg(e / K, e % K) * G.bk_s[e] : 0.0f;
         __syncthreads();
         // dT = dΔ Ṽᵀ + dW R̃ᵀ with Ṽ = β ⊙ V: the first product over raw V, β applied after it.
-        block_mma<4, false, EX>(
+        block_product<WG, 4, false, EX>(
             kChunk, kChunk, V, dD_at, [&](int j, int s) { return s < L ? v_at(s, j) : 0.0f; },
-            [&](int t, int s, float acc) { G.dT_s[t * kChunk + s] = t < L && s < L ? beta_at(s) * acc : 0.0f; });
+            [&](int t, int s, float acc) { G.dT_s[t * kChunk + s] = t < L && s < L ? beta_at(s) * acc : 0.0f; }, tiles);
         __syncthreads();
-        block_mma<4, false, false>(
+        block_product<WG, 4, false, false>(
             kChunk, kChunk, K, [&](int t, int i) { return t < L ? G.s_dW[t * K + i] : 0.0f; },
             [&](int i, int s) { return G.s_xa[s * K + i]; },
             [&](int t, int s, float acc) {
                 if (t < L && s < L) G.dT_s[t * kChunk + s] += acc;
-            });
+            }, tiles);
         // dR̃ = Tᵀ dW and Tᵀ dΔ (dv = β ⊙ Tᵀ dΔ), both on T's lower triangle.
         auto Tt_at = [&](int t, int s) { return t < L && s >= t && s < L ? G.T_s[s * kChunk + t] : 0.0f; };
-        block_mma<4, false, false, 2>(
+        block_product<WG, 4, false, false, 2>(
             kChunk, K, kChunk, Tt_at, [&](int s, int i) { return G.s_dW[s * K + i]; },
-            [&](int t, int i, float acc) { G.s_drt[t * K + i] = acc; });
-        block_mma<4, false, false, 2>(
+            [&](int t, int i, float acc) { G.s_drt[t * K + i] = acc; }, tiles);
+        block_product<WG, 4, false, false, 2>(
             L, V, kChunk, Tt_at, dD_at, [&](int t, int j, float acc) {
                 s_dvt[t * V + j] = acc;
                 dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(beta_at(t) * acc);
-            });
+            }, tiles);
         __syncthreads();
         // dA = −Tᵀ dT Tᵀ on the strictly lower triangle: X = dT Tᵀ, then −Tᵀ X.
-        block_mma<4, false, false>(
+        block_product<WG, 4, false, false>(
             kChunk, kChunk, kChunk, [&](int r, int b) { return G.dT_s[r * kChunk + b]; },
             [&](int b, int j) { return b <= j ? G.T_s[j * kChunk + b] : 0.0f; },
-            [&](int r, int j, float acc) { G.dM_s[r * kChunk + j] = acc; });
+            [&](int r, int j, float acc) { G.dM_s[r * kChunk + j] = acc; }, tiles);
         __syncthreads();
-        block_mma<4, false, false>(
+        block_product<WG, 4, false, false>(
             kChunk, kChunk, kChunk, Tt_at, [&](int r, int j) { return G.dM_s[r * kChunk + j]; },
-            [&](int t, int j, float acc) { G.dT_s[t * kChunk + j] = j < t && t < L ? -acc : 0.0f; });
+            [&](int t, int j, float acc) { G.dT_s[t * kChunk + j] = j < t && t < L ? -acc : 0.0f; }, tiles);
         __syncthreads();
         // Through A (rows b ⊙ k): dbk_A into G.s_dqt, dk_A into G.s_dkt.
-        score_gradients<GATE, false, EX>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt, G.dgam_s,
-                                         G.s_xa, G.s_ea);
+        score_gradients<GATE, false, EX, WG>(G.dT_s, G.bk_s, G.k_s, G.g_s, G.F_s, L, K, true, G.s_dqt, G.s_dkt,
+                                             G.dgam_s, G.s_xa, G.s_ea, tiles);
         combine_through_a<GATE, double>(d, c, G, GATE == 1 ? eg_s : nullptr);
         // dβ = ⟨v, Tᵀ dΔ⟩ + ⟨k, dbk⟩.
         TI* dbeta = static_cast<TI*>(a.dbeta);

@@ -4,8 +4,8 @@
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code, or as
 // launcher.full_block(...) for a kernel that needs the GPU's whole block of kThreads (wgmma's
 // warpgroups) rather than striding over blockDim; its member sms is the SM count the grids are
-// sized for, output_on_wgmma says which product chunk_output_tc runs and reverse_on_wgmma which
-// products reverse_scan_tc runs (gdn_wgmma.cuh).
+// sized for, output_on_wgmma says which product chunk_output_tc runs, reverse_on_wgmma which
+// products reverse_scan_tc runs and grad_on_wgmma which chunk_grad_tc runs (gdn_wgmma.cuh).
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
 // tensor-core kernels of gdn_forward_tc.cuh and gdn_backward_tc.cuh for every step but the
 // chunk offsets and the group sum. Both versions share the workspace and every launch shape.
@@ -233,13 +233,22 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
             return 1;
     }
     const dim3 chunks(d.slots, d.HV);
-    if constexpr (VERSION == 2) {
-        if (launch(chunk_grad_tc<GATE, DELTA, TI, KV>, chunks, grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI)),
-                   "chunk_grad_tc", d, w, ba))
-            return 1;
-    } else {
-        if (launch(chunk_grad<GATE, DELTA, TI>, chunks, grad_smem_bytes(d.K, GATE), "chunk_grad", d, w, ba)) return 1;
-    }
+    auto grad = [&]() {
+        if constexpr (VERSION == 2) {
+            // A per-channel gate's tiles leave no room for wgmma's (grad_tc_smem_bytes).
+            if constexpr (GATE != 2) {
+                if (launch.grad_on_wgmma)
+                    return launch.full_block(chunk_grad_tc<GATE, DELTA, TI, KV, true>, chunks,
+                                             grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI), true),
+                                             "chunk_grad_tc_wgmma", d, w, ba);
+            }
+            return launch(chunk_grad_tc<GATE, DELTA, TI, KV>, chunks, grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI)),
+                          "chunk_grad_tc", d, w, ba);
+        } else {
+            return launch(chunk_grad<GATE, DELTA, TI>, chunks, grad_smem_bytes(d.K, GATE), "chunk_grad", d, w, ba);
+        }
+    };
+    if (grad()) return 1;
     if (d.group == 1) return 0;   // chunk_grad wrote dq and dk
     const size_t total = size_t(d.B) * d.T * d.H * d.K;
     const size_t blocks = std::min<size_t>((total + kThreads - 1) / kThreads, 65535);

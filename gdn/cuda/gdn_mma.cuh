@@ -517,43 +517,6 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
     }
 }
 
-// gated_scores_backward (gdn_common.cuh) for the gates without a per-channel factor (GATE 0, 1),
-// the two products over the chunk's tokens on tensor cores:
-//   gx = (dM ⊙ F) k,  gk = (dM ⊙ F)ᵀ x  on the support of M,
-// then dgam as there, but each row's sum over channels in float64. XEXACT / KEXACT: x / k hold raw
-// 16-bit inputs.
-template <int GATE, bool XEXACT, bool KEXACT>
-__device__ void gated_scores_backward_tc(const float* dM, const float* x, const float* k, const float* F, int L,
-                                         int K, bool strict, float* gx, float* gk, float* dgam) {
-    static_assert(GATE != 2, "a per-channel gate uses gated_scores_backward");
-    auto weight = [&](int t, int j) {
-        if (t >= L || j >= L || (strict ? j >= t : j > t)) return 0.0f;
-        return GATE == 1 ? dM[t * kChunk + j] * F[t * kChunk + j] : dM[t * kChunk + j];
-    };
-    block_mma<4, false, KEXACT, 2>(
-        kChunk, K, kChunk, weight, [&](int j, int i) { return k[j * K + i]; },
-        [&](int t, int i, float acc) { gx[t * K + i] = acc; });
-    block_mma<4, false, XEXACT, 2>(
-        kChunk, K, kChunk, [&](int j, int s) { return weight(s, j); }, [&](int s, int i) { return x[s * K + i]; },
-        [&](int j, int i, float acc) { gk[j * K + i] = acc; });
-    __syncthreads();
-    if (GATE == 1) {
-        // In float64, where each product and difference is exact: the row's terms nearly cancel
-        // the column's over the chunk (dg_t sums them from t on), so a float32 sum's rounding
-        // would be what is left.
-        // One thread per row, walked by walk_rows (16-byte loads where the rows allow them), the same
-        // terms in the same order.
-        for (int t = threadIdx.x; t < L; t += blockDim.x) {
-            double acc = 0.0;
-            walk_rows(
-                K, [&](int, float xi, float gxi, float ki, float gki) { acc += double(xi) * gxi - double(ki) * gki; },
-                x + t * K, gx + t * K, k + t * K, gk + t * K);
-            dgam[t] += float(acc);
-        }
-    }
-    __syncthreads();
-}
-
 // gated_scores_backward (gdn_common.cuh) for a per-channel gate, in its order and with its
 // terms, but with the exponents from running sums: the anchored operands as
 // anchor_subchunk_running (xa the same bits, ea's range sums in the opposite order), and for the
@@ -601,19 +564,6 @@ __device__ inline void gated_scores_backward_running(const float* dM, const floa
     }
     for (int e = tid; e < L * K; e += nt) dgam[e] += x[e] * gx[e] - k[e] * gk[e];
     __syncthreads();
-}
-
-// The score gradient of version 2: on tensor cores for the gates without a per-channel factor,
-// gated_scores_backward_running for a per-channel gate, with F as its scratch (F holds the scalar
-// gate's factors for GATE 1; g, xa, ea unused otherwise).
-template <int GATE, bool XEXACT, bool KEXACT>
-__device__ __forceinline__ void score_gradients(const float* dM, const float* x, const float* k, const float* g,
-                                                float* F, int L, int K, bool strict, float* gx, float* gk,
-                                                float* dgam, float* xa, float* ea) {
-    if constexpr (GATE == 2)
-        gated_scores_backward_running(dM, x, k, g, L, K, strict, gx, gk, dgam, xa, ea, F);
-    else
-        gated_scores_backward_tc<GATE, XEXACT, KEXACT>(dM, x, k, F, L, K, strict, gx, gk, dgam);
 }
 
 }  // namespace kcv::gdn::cuda

@@ -5,7 +5,8 @@
 // How. The operands are staged in shared memory 32 values of k at a time (a slice), each row of A
 // and each column of B split per k step of eight on block_mma's grid (the largest |x| of the eight,
 // grid_for) into its high part and its two remainders, written as six K-major tiles of 64 rows of
-// 128 bytes in the 128-byte swizzle, which is the layout wgmma's descriptors read. Then, per k step,
+// 128 bytes in the 128-byte swizzle, which is the layout wgmma's descriptors read; each thread
+// loads its values of the next slice while this slice's products run. Then, per k step,
 // each warpgroup of the block's two multiplies its 32 columns: the high product m64n32k8 into a zeroed
 // accumulator, committed as a group of its own, and the remainders' chain (block_mma's five
 // products, in its order, into two accumulators of their own) as a second group; once the first
@@ -55,6 +56,17 @@ constexpr bool kOutputOnWgmma = false;
 constexpr bool kReverseOnWgmma = kOutputOnWgmma;
 #else
 constexpr bool kReverseOnWgmma = false;
+#endif
+// Whether chunk_grad_tc's products (members without a per-channel gate, whose shared memory leaves
+// room for the split tiles) run on wgmma too, the same bits: only when built with
+// KCV_GDN_GRAD_WGMMA=1. On an H100 it made forward+backward 1.05–1.11 times as long for those
+// members, the split tiles having displaced the staged dO and V: the kernel then waits on operands
+// read from global memory (long scoreboard 41% of its warp samples, issue slots 14% busy, one block
+// per SM), which mma.sync's warps, each fetching a step ahead, hide better (bench/RESULTS.md).
+#if defined(KCV_GDN_GRAD_WGMMA) && KCV_GDN_GRAD_WGMMA
+constexpr bool kGradOnWgmma = kOutputOnWgmma;
+#else
+constexpr bool kGradOnWgmma = false;
 #endif
 
 // A shared-memory address: its offset in the emulation's array.
@@ -193,43 +205,52 @@ __device__ void block_mma_wgmma(int M, int N, int Kd, FA A, FB B, FOut out, uint
     fence_operands(low);
     fence_operands(low2);
     fence_operands(part);
-    for (int s0 = 0; s0 < Kd; s0 += kWgmmaSlice) {
-        // One task per operand, row (A's m, B's n) and k step: 2·64·4, n fastest, so that a warp's
-        // reads of B(k, n) are neighbours.
-        for (int e = tid; e < 2 * 64 * (kWgmmaSlice / 8); e += blockDim.x) {
-            const int r = e % 64, step = e / 64 % (kWgmmaSlice / 8), which = e / (64 * (kWgmmaSlice / 8));
-            const int k0 = s0 + 8 * step;
-            const bool live = r < (which == 0 ? M : N);
-            float v[8];
-            uint32_t m = 0;
+    // One task per operand, row (A's m, B's n) and k step: 2·64·4, n fastest, so that a warp's
+    // reads of B(k, n) are neighbours. Thread t takes row t mod 64 and k step t / 64 of both
+    // operands. Its sixteen values are loaded a slice ahead: the next slice's loads (often from
+    // global memory) are in flight while this slice's products run. The same values are split the
+    // same way, so the bits are those of loading each slice where it is split.
+    static_assert(2 * 64 * (kWgmmaSlice / 8) == 2 * kThreads, "one task of A and one of B a thread");
+    const int row = tid % 64, kstep = tid / 64;
+    float av[8], bv[8];
+    auto load = [&](int s0) {
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const int k = k0 + j;
-                v[j] = live && k < Kd ? (which == 0 ? A(r, k) : B(k, r)) : 0.0f;
-                m = max(m, float_bits(v[j]) & 0x7FFFFFFFu);
-            }
-            const float grid = grid_for(m);
-            uint32_t hi[8], lo[8], lo2[8];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                if (kPlain) hi[j] = float_bits(v[j]);
-                else if (which == 0 ? AEXACT : BEXACT) split_on_grid<true>(v[j], grid, hi[j], lo[j], lo2[j]);
-                else split_on_grid<false>(v[j], grid, hi[j], lo[j], lo2[j]);
-            }
-            uint8_t* const t = tiles + 3 * which * kWgmmaTile;
-            const uint32_t at0 = sw128_offset(r, 8 * step), at1 = sw128_offset(r, 8 * step + 4);
-            auto put = [&](uint8_t* tile, const uint32_t(&x)[8]) {
-                store16(tile + at0, x);
-                store16(tile + at1, x + 4);
-            };
-            put(t, hi);
-            if (!kPlain) {
-                put(t + kWgmmaTile, lo);
-                put(t + 2 * kWgmmaTile, lo2);
-            }
+        for (int j = 0; j < 8; ++j) {
+            const int k = s0 + 8 * kstep + j;
+            av[j] = row < M && k < Kd ? A(row, k) : 0.0f;
+            bv[j] = row < N && k < Kd ? B(k, row) : 0.0f;
         }
+    };
+    // Eight values of one operand split on their grid into the operand's three tiles at t.
+    const uint32_t at0 = sw128_offset(row, 8 * kstep), at1 = sw128_offset(row, 8 * kstep + 4);
+    auto stage = [&]<bool EXACT>(const float(&v)[8], uint8_t* t) {
+        uint32_t m = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m = max(m, float_bits(v[j]) & 0x7FFFFFFFu);
+        const float grid = grid_for(m);
+        uint32_t hi[8], lo[8], lo2[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            if (kPlain) hi[j] = float_bits(v[j]);
+            else split_on_grid<EXACT>(v[j], grid, hi[j], lo[j], lo2[j]);
+        }
+        auto put = [&](uint8_t* tile, const uint32_t(&x)[8]) {
+            store16(tile + at0, x);
+            store16(tile + at1, x + 4);
+        };
+        put(t, hi);
+        if (!kPlain) {
+            put(t + kWgmmaTile, lo);
+            put(t + 2 * kWgmmaTile, lo2);
+        }
+    };
+    load(0);
+    for (int s0 = 0; s0 < Kd; s0 += kWgmmaSlice) {
+        stage.template operator()<AEXACT>(av, tiles);
+        stage.template operator()<BEXACT>(bv, tiles + 3 * kWgmmaTile);
         fence_proxy_async_smem();
         __syncthreads();
+        if (s0 + kWgmmaSlice < Kd) load(s0 + kWgmmaSlice);
 #pragma unroll
         for (int step = 0; step < kWgmmaSlice / 8; ++step) {
             if (s0 + 8 * step >= Kd) break;
@@ -280,6 +301,15 @@ __device__ void block_mma_tiled(int M, int N, int Kd, FA A, FB B, FOut out, uint
                 min(64, M - m0), min(64, N - n0), Kd, [&](int m, int k) { return A(m0 + m, k); },
                 [&](int k, int n) { return B(k, n0 + n); }, [&](int m, int n, float acc) { out(m0 + m, n0 + n, acc); },
                 scratch);
+}
+
+// One product of a kernel built both ways: on mma.sync (block_mma<NT, AEXACT, BEXACT, MT>, no
+// barrier of its own, scratch unused) or on wgmma (WG: block_mma_tiled, its split tiles in
+// scratch, a barrier after each output tile). The same bits either way; every thread calls it.
+template <bool WG, int NT, bool AEXACT, bool BEXACT, int MT = 1, class FA, class FB, class FOut>
+__device__ __forceinline__ void block_product(int M, int N, int Kd, FA A, FB B, FOut out, uint8_t* scratch) {
+    if constexpr (WG) block_mma_tiled<AEXACT, BEXACT>(M, N, Kd, A, B, out, scratch);
+    else block_mma<NT, AEXACT, BEXACT, MT>(M, N, Kd, A, B, out);
 }
 
 }  // namespace kcv::gdn::cuda

@@ -46,14 +46,15 @@ struct RunInputs {
 // threads than the GPU's blocks (the kernels stride over blockDim, and the emulation runs faster
 // with fewer host threads per block), except those launched through full_block, whose products run
 // on wgmma's warpgroups and need the GPU's whole block; refuses a block needing more shared memory
-// than Hopper has. output_on_wgmma and reverse_on_wgmma: whether the launch sequences run
-// chunk_output_tc's and reverse_scan_tc's wgmma products (gdn_wgmma.cuh) or their mma.sync ones;
-// mma.sync unless a test asks (a block of 256 host threads meeting at every barrier is slow on a
-// small machine), where the GPU library runs wgmma.
+// than Hopper has. output_on_wgmma, reverse_on_wgmma and grad_on_wgmma: whether the launch
+// sequences run chunk_output_tc's, reverse_scan_tc's and chunk_grad_tc's wgmma products
+// (gdn_wgmma.cuh) or their mma.sync ones; mma.sync unless a test asks (a block of 256 host
+// threads meeting at every barrier is slow on a small machine), where the GPU library runs wgmma.
 struct HostLauncher {
     unsigned threads = 32;
     bool output_on_wgmma = false;
     bool reverse_on_wgmma = false;
+    bool grad_on_wgmma = false;
     int sms = 132;                                 // the SM count the grids are sized for (an H200's)
     std::vector<const void*>* launched = nullptr;  // when set, each kernel's address, in launch order
 
@@ -89,9 +90,11 @@ struct RunOptions {
     // would run them (nothing else of the forward's workspace survives).
     bool apart = false;
     // chunk_output_tc's product on wgmma (gdn_wgmma.cuh), as the GPU library runs it unless built
-    // with KCV_GDN_WGMMA=0, instead of on mma.sync; likewise reverse_scan_tc's products.
+    // with KCV_GDN_WGMMA=0, instead of on mma.sync; likewise reverse_scan_tc's and chunk_grad_tc's
+    // products.
     bool output_on_wgmma = false;
     bool reverse_on_wgmma = false;
+    bool grad_on_wgmma = false;
     // kcv_gdn_params.segment_chunks: the split of version 2's scans (0 the shape's rule, −1 none).
     int segment_chunks = 0;
 };
@@ -148,6 +151,7 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         launch.launched = opt.launched;
         launch.output_on_wgmma = opt.output_on_wgmma;
         launch.reverse_on_wgmma = opt.reverse_on_wgmma;
+        launch.grad_on_wgmma = opt.grad_on_wgmma;
         // Outputs never written stay NaN, as out's own do.
         const TI nan = from_float<TI>(std::numeric_limits<float>::quiet_NaN());
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);

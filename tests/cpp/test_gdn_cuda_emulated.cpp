@@ -417,13 +417,15 @@ TEST_P(OutputOnWgmma, GivesTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, OutputOnWgmma, ::testing::Range(0, 5));
 
-// reverse_scan_tc's products give the same bits on mma.sync (block_mma) and on wgmma
-// (block_mma_tiled, gdn_wgmma.cuh, P and T read from global memory where they are split), for the
-// members without a per-channel gate (the others keep it on mma.sync). K = 72 makes the state
-// update's rows a full 64-row output tile and one of 8; V = 72 on one SM (the widest slice that
-// fits) does the same for the slice's columns. Varlen with a partial chunk; float32 inputs, and
-// bf16 for Gated DeltaNet. The launch sequence must have run the scan asked for.
-class ReverseScanOnWgmma : public ::testing::TestWithParam<int> {};
+// The backward's products, reverse_scan_tc's and chunk_grad_tc's, give the same bits on mma.sync
+// (block_mma) and on wgmma (block_mma_tiled, gdn_wgmma.cuh; the scan reads P and T from global
+// memory where it splits them, chunk_grad_tc reads dO and V so), for the members without a
+// per-channel gate (the others keep both on mma.sync). K = 72 makes the state update's rows, and
+// chunk_grad_tc's outputs over K, a full 64-row or 64-column output tile and one of 8; V = 72 on
+// one SM (the widest slice that fits) does the same for the slice's columns and the products over
+// V. Varlen with a partial chunk; float32 inputs, and bf16 for Gated DeltaNet. The launch sequence
+// must have run the kernels asked for.
+class BackwardOnWgmma : public ::testing::TestWithParam<int> {};
 
 // How many of the launches are one of the kernels.
 template <class... Kernel>
@@ -442,7 +444,7 @@ long gdn_reverse_scans(const std::vector<const void*>& launched) {
                           &reverse_scan_tc<1, true, float, 128, 0, WG>);
 }
 
-TEST_P(ReverseScanOnWgmma, GivesTheSameBits) {
+TEST_P(BackwardOnWgmma, GivesTheSameBits) {
     const std::vector<Member> members = kcv::gdn::all_members();
     const Member m = members.at(size_t(GetParam()));
     ASSERT_NE(m.gate, GateKind::channel);   // the instantiation's list
@@ -457,8 +459,13 @@ TEST_P(ReverseScanOnWgmma, GivesTheSameBits) {
             const std::string what = c.name + " dtype " + std::to_string(dtype);
             std::vector<const void*> on_mma, on_wgmma;
             const Outputs mma = run_kernels<0>(c, in, {.version = 2, .dtype = dtype, .sms = 1, .launched = &on_mma});
-            const Outputs wgmma = run_kernels<0>(
-                c, in, {.version = 2, .dtype = dtype, .sms = 1, .launched = &on_wgmma, .reverse_on_wgmma = true});
+            const Outputs wgmma = run_kernels<0>(c, in,
+                                                 {.version = 2,
+                                                  .dtype = dtype,
+                                                  .sms = 1,
+                                                  .launched = &on_wgmma,
+                                                  .reverse_on_wgmma = true,
+                                                  .grad_on_wgmma = true});
             expect_same_bits(mma, wgmma, what);
             EXPECT_TRUE(all_finite(wgmma.dh0)) << what << ": an initial state's gradient left unwritten";
             if (gdn && dtype == 0) {
@@ -466,13 +473,19 @@ TEST_P(ReverseScanOnWgmma, GivesTheSameBits) {
                 EXPECT_EQ(gdn_reverse_scans<true>(on_mma), 0) << what;
                 EXPECT_EQ(gdn_reverse_scans<true>(on_wgmma), 1) << what;
                 EXPECT_EQ(gdn_reverse_scans<false>(on_wgmma), 0) << what;
+                auto* const grad = &cu::chunk_grad_tc<1, true, float, 0, false>;
+                auto* const grad_wg = &cu::chunk_grad_tc<1, true, float, 0, true>;
+                EXPECT_EQ(count_launches(on_mma, grad), 1) << what;
+                EXPECT_EQ(count_launches(on_mma, grad_wg), 0) << what;
+                EXPECT_EQ(count_launches(on_wgmma, grad_wg), 1) << what;
+                EXPECT_EQ(count_launches(on_wgmma, grad), 0) << what;
             }
         }
     }
 }
 
 // Linear attention, SSD and Gated DeltaNet: all_members()'s order.
-INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, ReverseScanOnWgmma, ::testing::Values(0, 1, 3));
+INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, BackwardOnWgmma, ::testing::Values(0, 1, 3));
 
 // The split scans' rule (split_scans, gdn_launch.cuh) reads the shape alone: GDN.md's B1 T32768
 // with 32 value heads already has 128 unsplit blocks of 32 columns and stays whole, and so does
