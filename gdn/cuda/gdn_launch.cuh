@@ -17,28 +17,31 @@
 namespace kcv::gdn::cuda {
 
 // The split of the version 2 state scans (Dims::seg_chunks). A scan steps through a sequence's
-// chunks one after another, one block per (sequence, value head, column slice); with few such
-// pairs a long sequence leaves most SMs idle whatever the slices. The scans then split each
-// sequence into segments of seg_chunks chunks, scanned at once: a summary pass gives each
-// segment's affine map (S_end = M·S_start + E; with the delta rule M is scanned from the identity,
-// K more columns, without it M is diagonal, the chunks' decays), segment_combine carries the state
-// across the segments in order, and a rerun from each segment's start writes what the unsplit
-// scan writes. Exact in the algebra (no state is approximated or restarted), float32-accurate in
-// each product as the scans are; the bits differ from the unsplit scan's, so the split is a
-// function of the shape alone, never of the device: split where N·HV·ceil(V / 32) < kSplitBelow
-// and the sequences have at least 8 chunks, into enough segments for kSplitPairs such pairs, each
-// of at least 4 chunks. With the delta rule a segment's chunk costs three chunk steps where the
-// unsplit scan's costs one (the summary's 2·128 columns, then the rerun's 128), without it two,
-// so it pays only where the unsplit scan leaves most SMs idle. Measured at B1 T32768, K = V = 128
+// chunks one after another, one block per (sequence, value head, column slice); with few such pairs
+// a long sequence leaves most SMs idle whatever the slices. The scans then split each sequence into
+// segments of seg_chunks chunks, scanned at once: a summary pass gives each segment's affine map
+// (S_end = M·S_start + E; with the delta rule M is scanned from the identity, K more columns,
+// without it M is diagonal, the chunks' decays), segment_combine carries the state across the
+// segments in order, and a rerun from each segment's start writes what the unsplit scan writes.
+// Exact in the algebra (no state is approximated or restarted), float32-accurate in each product as
+// the scans are; the bits differ from the unsplit scan's, so the split is a function of the shape
+// and the member alone, never of the device: split where N·HV·ceil(V / 32) < kSplitBelow and the
+// sequences have at least 8 chunks, into enough segments for kSplitPairs such pairs, each of at
+// least 4 chunks. With the delta rule a segment's chunk costs three chunk steps where the unsplit
+// scan's costs one (the summary's 2·128 columns, then the rerun's 128), without it two, so it pays
+// only where the unsplit scan leaves most SMs idle. Measured at B1 T32768, K = V = 128
 // (bench/RESULTS.md, H100, 132 SMs): with 16 and 32 pairs (4 and 8 value heads) the split took
 // 0.28–0.94 of the unsplit forward+backward for every member; with 64 pairs (16 heads) it was
 // slower for Gated DeltaNet, GLA and KDA (1.06–1.30) and with 128 for all five, hence 48, between
-// the two. request: kcv_gdn_params.segment_chunks (0 this rule, −1 never, n > 0 n chunks a
-// segment).
+// the two. A per-channel gate (GLA, KDA) aims at kSplitPairsChannel pairs instead: fewer, longer
+// segments, which took 0.86–0.91 of forward+backward beside kSplitPairs' with 4 and with 8 value
+// heads (H100, 2026-12-06), where the other members ran 0.99–1.18 times as long with them. request:
+// kcv_gdn_params.segment_chunks (0 this rule, −1 never, n > 0 n chunks a segment).
 constexpr int kSplitBelow = 48;
 constexpr int kSplitPairs = 192;
+constexpr int kSplitPairsChannel = 128;
 
-inline void split_scans(Dims& d, int request) {
+inline void split_scans(Dims& d, int request, int gate) {
     d.seg_chunks = 0;
     d.segments = 1;
     const int chunks = d.chunks_per_seq;
@@ -46,7 +49,8 @@ inline void split_scans(Dims& d, int request) {
     if (request == 0) {
         const long long pairs = static_cast<long long>(d.N) * d.HV * ((d.V + 31) / 32);
         if (pairs < kSplitBelow && chunks >= 8) {
-            const long long want = (kSplitPairs + pairs - 1) / pairs;
+            const long long target = gate == 2 ? kSplitPairsChannel : kSplitPairs;
+            const long long want = (target + pairs - 1) / pairs;
             const int segments = static_cast<int>(std::min<long long>(want, chunks / 4));
             per = (chunks + segments - 1) / segments;
         }
@@ -83,7 +87,7 @@ inline Dims make_dims(const kcv_gdn_params& p) {
     d.scale = p.scale;
     // float32 inputs run version 1, whose scans are never split: no rule for them (a request is
     // kept, for the host emulation's float32 runs of version 2).
-    split_scans(d, p.dtype == 0 && p.segment_chunks == 0 ? -1 : p.segment_chunks);
+    split_scans(d, p.dtype == 0 && p.segment_chunks == 0 ? -1 : p.segment_chunks, p.gate);
     return d;
 }
 

@@ -487,16 +487,17 @@ TEST_P(BackwardOnWgmma, GivesTheSameBits) {
 // Linear attention, SSD and Gated DeltaNet: all_members()'s order.
 INSTANTIATE_TEST_SUITE_P(GdnCudaEmulated, BackwardOnWgmma, ::testing::Values(0, 1, 3));
 
-// The split scans' rule (split_scans, gdn_launch.cuh) reads the shape alone: GDN.md's B1 T32768
-// with 32 value heads already has 128 unsplit blocks of 32 columns and stays whole, and so does
-// 16 heads' 64; with 8 value heads it splits into 6 segments of 86 chunks, with 4 into 12 of 43;
-// short sequences, float32 inputs (version 1) and a request of −1 never split, and a request
-// n > 0 takes n chunks a segment.
+// The split scans' rule (split_scans, gdn_launch.cuh) reads the shape and the gate alone:
+// GDN.md's B1 T32768 with 32 value heads already has 128 unsplit blocks of 32 columns and stays
+// whole, and so does 16 heads' 64; with 8 value heads it splits into 6 segments of 86 chunks, with
+// 4 into 12 of 43 (a per-channel gate into 4 and 8); short sequences, float32 inputs (version 1)
+// and a request of −1 never split, and a request n > 0 takes n chunks a segment.
 TEST(GdnCudaEmulated, SplitScansFollowTheShape) {
-    auto dims = [](int64_t T, int64_t HV, int dtype, int request) {
+    auto dims = [](int64_t T, int64_t HV, int dtype, int request, int gate = 0) {
         kcv_gdn_params kp{};
         kp.B = 1; kp.T = T; kp.H = HV / 2; kp.HV = HV; kp.K = 128; kp.V = 128; kp.N = 1;
         kp.dtype = dtype;
+        kp.gate = gate;
         kp.segment_chunks = request;
         return cu::make_dims(kp);
     };
@@ -509,6 +510,14 @@ TEST(GdnCudaEmulated, SplitScansFollowTheShape) {
     EXPECT_EQ(few.seg_chunks, 43);
     EXPECT_EQ(few.segments, 12);
     EXPECT_EQ(dims(32768, 4, 2, 0).seg_chunks, 43);
+    // A per-channel gate aims at 128 pairs: 8 segments of 64 chunks with 4 heads, 4 of 128 with 8,
+    // and 16 heads still whole; the scalar gate as linear attention.
+    EXPECT_EQ(dims(32768, 4, 1, 0, 2).seg_chunks, 64);
+    EXPECT_EQ(dims(32768, 4, 1, 0, 2).segments, 8);
+    EXPECT_EQ(dims(32768, 8, 1, 0, 2).seg_chunks, 128);
+    EXPECT_EQ(dims(32768, 8, 1, 0, 2).segments, 4);
+    EXPECT_EQ(dims(32768, 16, 1, 0, 2).seg_chunks, 0);
+    EXPECT_EQ(dims(32768, 8, 1, 0, 1).seg_chunks, 86);
     EXPECT_EQ(dims(32768, 4, 0, 0).seg_chunks, 0);
     EXPECT_EQ(dims(32768, 4, 1, -1).seg_chunks, 0);
     EXPECT_EQ(dims(448, 2, 1, 0).seg_chunks, 0);    // 7 chunks
