@@ -49,7 +49,8 @@ struct RunInputs {
 // than Hopper has. output_on_wgmma, reverse_on_wgmma and grad_on_wgmma: whether the launch
 // sequences run chunk_output_tc's, reverse_scan_tc's and chunk_grad_tc's wgmma products
 // (gdn_wgmma.cuh) or their mma.sync ones; mma.sync unless a test asks (a block of 256 host
-// threads meeting at every barrier is slow on a small machine), where the GPU library runs wgmma.
+// threads meeting at every barrier is slow on a small machine), where the GPU library runs wgmma
+// for the first two (and for chunk_grad_tc only when built with KCV_GDN_GRAD_WGMMA=1).
 struct HostLauncher {
     unsigned threads = 32;
     bool output_on_wgmma = false;
@@ -90,8 +91,8 @@ struct RunOptions {
     // would run them (nothing else of the forward's workspace survives).
     bool apart = false;
     // chunk_output_tc's product on wgmma (gdn_wgmma.cuh), as the GPU library runs it unless built
-    // with KCV_GDN_WGMMA=0, instead of on mma.sync; likewise reverse_scan_tc's and chunk_grad_tc's
-    // products.
+    // with KCV_GDN_WGMMA=0, instead of on mma.sync; likewise reverse_scan_tc's products, and
+    // chunk_grad_tc's, which the GPU library runs on wgmma only when built with KCV_GDN_GRAD_WGMMA=1.
     bool output_on_wgmma = false;
     bool reverse_on_wgmma = false;
     bool grad_on_wgmma = false;
