@@ -2,8 +2,9 @@
 # The scans split along the sequence (gdn/cuda/gdn_launch.cuh, split_scans) on one GPU: the check
 # program of a build (bench/gdn_build.sh DIR), whose cases include a split asked for and one the
 # shape's rule makes, then its --time-split rows (every member at B1 T32768 with 4, 8, 16 and 32
-# value heads, unsplit and split: by the rule with 4 and 8, in 4 segments with 8, in 3 and 2 with
-# 16, in 4 and 8 with 32; medians of 10 by CUDA events) ROUNDS times. Prints each split's time
+# value heads, unsplit and split: by the rule with 4 and 8, in 8 segments with 4 and 4 with 8 (a
+# per-channel gate's rule rows, pooled with them), in 3 and 2 with 16, in 4 and 8 with 32; medians
+# of 10 by CUDA events) ROUNDS times. Prints each split's time
 # over the unsplit one's, forward and forward+backward, median over rounds, the kept preparation's
 # rows apart. Logs in OUT.
 #
