@@ -55,20 +55,32 @@ struct DeviceLauncher {
 
     template <class Kernel, class... Args>
     int operator()(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return run(kThreads, kernel, grid, smem, name, args...);
+    }
+    // Every launch here has the whole block.
+    template <class Kernel, class... Args>
+    int full_block(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return run(kThreads, kernel, grid, smem, name, args...);
+    }
+    // A kernel whose block on the GPU is `threads` wide (chunk_grad_tc's kGradThreads, the
+    // scans' scan_threads).
+    template <class Kernel, class... Args>
+    int sized(unsigned threads, Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return run(threads, kernel, grid, smem, name, args...);
+    }
+
+private:
+    template <class Kernel, class... Args>
+    int run(unsigned threads, Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
         if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
         if (smem > 48 * 1024) {
             const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
             if (e != cudaSuccess) return fail(std::string(name) + ": " + cudaGetErrorString(e));
         }
-        kernel<<<grid, kThreads, smem, stream>>>(args...);
+        kernel<<<grid, threads, smem, stream>>>(args...);
         const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return fail(std::string(name) + " launch: " + cudaGetErrorString(e));
         return 0;
-    }
-    // Every launch here has the whole block.
-    template <class Kernel, class... Args>
-    int full_block(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
-        return (*this)(kernel, grid, smem, name, args...);
     }
 };
 

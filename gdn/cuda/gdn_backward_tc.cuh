@@ -245,6 +245,21 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
     else if (a.dh0 && range.first == 0) dS.store(a.dh0, n);
 }
 
+// chunk_grad_tc's block on mma.sync: kGradThreads threads (KCV_GDN_GRAD_THREADS, 512 unless built
+// with 256; the Launcher's sized launch). One block fits an SM either way (its shared memory), so
+// 512 threads are twice the warps to hide the latency of its operands, at 128 registers a thread
+// (no spill at K = V = 128). Its products then give each warp half the tiles: one row tile
+// (kGradMT) in the C×K products and two column tiles (kGradNT) in the C×C ones, so that all 16
+// warps have one. The same bits at either width; on an H100 512 threads took 0.92–0.98 of
+// forward+backward (bench/RESULTS.md).
+#if !defined(KCV_GDN_GRAD_THREADS)
+#define KCV_GDN_GRAD_THREADS 512
+#endif
+constexpr int kGradThreads = KCV_GDN_GRAD_THREADS;
+static_assert(kGradThreads == kThreads || kGradThreads == 2 * kThreads, "KCV_GDN_GRAD_THREADS is 256 or 512");
+constexpr int kGradMT = kGradThreads > kThreads ? 1 : 2;
+constexpr int kGradNT = kGradThreads > kThreads ? 2 : 4;
+
 // gated_scores_backward (gdn_common.cuh) for the gates without a per-channel factor (GATE 0, 1),
 // the two products over the chunk's tokens on tensor cores:
 //   gx = (dM ⊙ F) k,  gk = (dM ⊙ F)ᵀ x  on the support of M,
@@ -258,10 +273,10 @@ __device__ void gated_scores_backward_tc(const float* dM, const float* x, const 
         if (t >= L || j >= L || (strict ? j >= t : j > t)) return 0.0f;
         return GATE == 1 ? dM[t * kChunk + j] * F[t * kChunk + j] : dM[t * kChunk + j];
     };
-    block_product<WG, 4, false, KEXACT, 2>(
+    block_product<WG, 4, false, KEXACT, kGradMT>(
         kChunk, K, kChunk, weight, [&](int j, int i) { return k[j * K + i]; },
         [&](int t, int i, float acc) { gx[t * K + i] = acc; }, tiles);
-    block_product<WG, 4, false, XEXACT, 2>(
+    block_product<WG, 4, false, XEXACT, kGradMT>(
         kChunk, K, kChunk, [&](int j, int s) { return weight(s, j); }, [&](int s, int i) { return x[s * K + i]; },
         [&](int j, int i, float acc) { gk[j * K + i] = acc; }, tiles);
     __syncthreads();
@@ -321,7 +336,7 @@ inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem, bool wg = 
 // library launches it only when built with KCV_GDN_GRAD_WGMMA=1 (kGradOnWgmma, gdn_wgmma.cuh, says
 // why).
 template <int GATE, bool DELTA, class TI, int KV = 0, bool WG = false>
-__global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspace w, BackwardArgs a) {
+__global__ void __launch_bounds__(WG ? kThreads : kGradThreads, 1) chunk_grad_tc(Dims sizes, Workspace w, BackwardArgs a) {
     static_assert(!WG || GATE != 2, "a per-channel gate's tiles leave no room for wgmma's");
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
@@ -348,9 +363,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
     // A scalar gate's e^{γ_t}, one per token (zero from L on), taken once where the element-wise
     // passes below took it once per element (C·K times each); the same floats.
     float* const eg_s = G.past;
-    TI* const dO_s = aligned16<TI>(G.past + (GATE == 1 ? kChunk : 0));
+    float* const free_s = G.past + (GATE == 1 ? kChunk : 0);   // past the e^{γ_t}: staged dO and V, or wgmma's tiles
+    TI* const dO_s = aligned16<TI>(free_s);
     TI* const v_s = dO_s + kChunk * ldo;
-    uint8_t* const tiles = WG ? reinterpret_cast<uint8_t*>(G.past + (GATE == 1 ? kChunk : 0)) : nullptr;
+    uint8_t* const tiles = WG ? reinterpret_cast<uint8_t*>(free_s) : nullptr;
     auto beta_at = [&](int t) { return DELTA ? G.b_s[t] : 0.0f; };
     auto dO_at = [&](int t, int j) {
         if constexpr (kStaged) return to_float(dO_s[t * ldo + j]);
@@ -385,17 +401,17 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
 
     // Products over V with the states and Δ: dQ̃ = scale·dO S₀ᵀ, dK̃ = Δ dSᵀ, dW = −dΔ S₀ᵀ, and
     // dP = scale·tril(dO Δᵀ).
-    block_product<WG, 4, EX, false, 2>(
+    block_product<WG, 4, EX, false, kGradMT>(
         kChunk, K, V, dO_at, [&](int j, int i) { return G.S0[i * V + j]; },
         [&](int t, int i, float acc) { G.s_dqt[t * K + i] = scale * acc; }, tiles);
-    block_product<WG, 4, false, false, 2>(
+    block_product<WG, 4, false, false, kGradMT>(
         kChunk, K, V, D_at, [&](int j, int i) { return G.dS[i * V + j]; },
         [&](int t, int i, float acc) { G.s_dkt[t * K + i] = acc; }, tiles);
     if (DELTA)
-        block_product<WG, 4, false, false, 2>(
+        block_product<WG, 4, false, false, kGradMT>(
             kChunk, K, V, dD_at, [&](int j, int i) { return G.S0[i * V + j]; },
             [&](int t, int i, float acc) { G.s_dW[t * K + i] = -acc; }, tiles);
-    block_product<WG, 4, EX, false>(
+    block_product<WG, kGradNT, EX, false>(
         kChunk, kChunk, V, dO_at, [&](int j, int s) { return D_at(s, j); },
         [&](int t, int s, float acc) { G.dM_s[t * kChunk + s] = t < L && s <= t ? scale * acc : 0.0f; }, tiles);
     __syncthreads();
@@ -473,11 +489,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
         for (int e = tid; e < kChunk * K; e += nt) G.s_xa[e] = e / K < L ? eg(e / K, e % K) * G.bk_s[e] : 0.0f;
         __syncthreads();
         // dT = dΔ Ṽᵀ + dW R̃ᵀ with Ṽ = β ⊙ V: the first product over raw V, β applied after it.
-        block_product<WG, 4, false, EX>(
+        block_product<WG, kGradNT, false, EX>(
             kChunk, kChunk, V, dD_at, [&](int j, int s) { return s < L ? v_at(s, j) : 0.0f; },
             [&](int t, int s, float acc) { G.dT_s[t * kChunk + s] = t < L && s < L ? beta_at(s) * acc : 0.0f; }, tiles);
         __syncthreads();
-        block_product<WG, 4, false, false>(
+        block_product<WG, kGradNT, false, false>(
             kChunk, kChunk, K, [&](int t, int i) { return t < L ? G.s_dW[t * K + i] : 0.0f; },
             [&](int i, int s) { return G.s_xa[s * K + i]; },
             [&](int t, int s, float acc) {
@@ -485,22 +501,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_grad_tc(Dims sizes, Workspa
             }, tiles);
         // dR̃ = Tᵀ dW and Tᵀ dΔ (dv = β ⊙ Tᵀ dΔ), both on T's lower triangle.
         auto Tt_at = [&](int t, int s) { return t < L && s >= t && s < L ? G.T_s[s * kChunk + t] : 0.0f; };
-        block_product<WG, 4, false, false, 2>(
+        block_product<WG, 4, false, false, kGradMT>(
             kChunk, K, kChunk, Tt_at, [&](int s, int i) { return G.s_dW[s * K + i]; },
             [&](int t, int i, float acc) { G.s_drt[t * K + i] = acc; }, tiles);
-        block_product<WG, 4, false, false, 2>(
+        block_product<WG, 4, false, false, kGradMT>(
             L, V, kChunk, Tt_at, dD_at, [&](int t, int j, float acc) {
                 s_dvt[t * V + j] = acc;
                 dv[(size_t(c.row0 + t) * d.HV + hv) * V + j] = from_float<TI>(beta_at(t) * acc);
             }, tiles);
         __syncthreads();
         // dA = −Tᵀ dT Tᵀ on the strictly lower triangle: X = dT Tᵀ, then −Tᵀ X.
-        block_product<WG, 4, false, false>(
+        block_product<WG, kGradNT, false, false>(
             kChunk, kChunk, kChunk, [&](int r, int b) { return G.dT_s[r * kChunk + b]; },
             [&](int b, int j) { return b <= j ? G.T_s[j * kChunk + b] : 0.0f; },
             [&](int r, int j, float acc) { G.dM_s[r * kChunk + j] = acc; }, tiles);
         __syncthreads();
-        block_product<WG, 4, false, false>(
+        block_product<WG, kGradNT, false, false>(
             kChunk, kChunk, kChunk, Tt_at, [&](int r, int j) { return G.dM_s[r * kChunk + j]; },
             [&](int t, int j, float acc) { G.dT_s[t * kChunk + j] = j < t && t < L ? -acc : 0.0f; }, tiles);
         __syncthreads();

@@ -201,8 +201,23 @@ __host__ __device__ constexpr int scan_ld(int cols) { return cols + 8; }
 // at 128 columns, the one width whose grid of such tiles has some to spare.
 template <int COLS>
 constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
+// The forward scan's block at 128 columns: kScanThreads threads (KCV_GDN_SCAN_THREADS, 512 unless
+// built with 256; the Launcher's sized launch), 256 at every other width. One block fits an SM at
+// 128 columns (its shared memory), so 512 threads are twice the warps to hide latency, at 128
+// registers a thread (a 4-byte spill with the delta rule): every product then has one row tile a
+// warp. The same bits at either width; on an H100 the forward took 0.92–1.00 of its time with
+// 256, Gated DeltaNet's 0.98 (bench/RESULTS.md).
+#if !defined(KCV_GDN_SCAN_THREADS)
+#define KCV_GDN_SCAN_THREADS 512
+#endif
+constexpr int kScanThreads = KCV_GDN_SCAN_THREADS;
+static_assert(kScanThreads == kThreads || kScanThreads == 2 * kThreads, "KCV_GDN_SCAN_THREADS is 256 or 512");
 template <int COLS>
-constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
+constexpr int scan_threads = COLS == 128 ? kScanThreads : kThreads;
+template <int COLS>
+constexpr int scan_chunk_mt = COLS == 128 && scan_threads<COLS> == kThreads ? 2 : 1;
+template <int COLS>
+constexpr int scan_update_mt = scan_threads<COLS> == kThreads ? 2 : 1;
 
 //
 // The passes of a split scan (Dims::seg_chunks > 0; the launches are in gdn_launch.cuh), block x
@@ -217,7 +232,7 @@ constexpr int scan_chunk_mt = COLS == 128 ? 2 : 1;
 enum ScanPass : int { kWhole = 0, kSummary = 1, kRerun = 2 };
 
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0>
-__global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1)
+__global__ void __launch_bounds__(scan_threads<COLS>, COLS <= 32 ? 2 : 1)
     state_scan_tc(Dims sizes, Workspace w, ForwardArgs a, int pass) {
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
@@ -321,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, COLS <= 32 ? 2 : 1)
         }
         __syncthreads();
         if (jc + 1 < range.end) stage_ahead(jc + 1);
-        block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>, 2>(
+        block_mma<NT, GATE == 0 && exact_in_tf32<TI>, !DELTA && exact_in_tf32<TI>, scan_update_mt<COLS>>(
             K, VS, L, [&](int i, int t) { return kt_s[t * ldk + i]; },
             [&](int t, int col) { return D_s[t * ld + col]; },
             [&](int i, int col, float acc) {

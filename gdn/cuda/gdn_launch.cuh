@@ -3,7 +3,9 @@
 // (host_emulation.hpp, tests/cpp/test_gdn_cuda_emulated.cpp). A Launcher is called as
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code, or as
 // launcher.full_block(...) for a kernel that needs the GPU's whole block of kThreads (wgmma's
-// warpgroups) rather than striding over blockDim; its member sms is the SM count the grids are
+// warpgroups) rather than striding over blockDim, or launcher.sized(threads, ...) for a kernel
+// whose GPU block has a width of its own (chunk_grad_tc's kGradThreads, the scans'
+// scan_threads); its member sms is the SM count the grids are
 // sized for, output_on_wgmma says which product chunk_output_tc runs, reverse_on_wgmma which
 // products reverse_scan_tc runs and grad_on_wgmma which chunk_grad_tc runs (gdn_wgmma.cuh).
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
@@ -162,8 +164,8 @@ int prepare_and_scan(Launcher& launch, const kcv_gdn_params& p, Dims& d, Workspa
             const unsigned blocks = static_cast<unsigned>(grid.N);
             const size_t smem = scan_tc_smem_bytes(d.K, COLS, sizeof(TI));
             auto pass = [&](unsigned slices, int which, const char* name) {
-                return launch(state_scan_tc<GATE, DELTA, TI, COLS, KV>, dim3(blocks, d.HV, slices), smem, name, d, w,
-                              fa, which);
+                return launch.sized(scan_threads<COLS>, state_scan_tc<GATE, DELTA, TI, COLS, KV>,
+                                    dim3(blocks, d.HV, slices), smem, name, d, w, fa, which);
             };
             if (d.seg_chunks == 0) return pass(vs, kWhole, "state_scan_tc");
             if (pass(vs + ms, kSummary, "state_scan_tc_summary")) return 1;
@@ -246,8 +248,8 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
                                              grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI), true),
                                              "chunk_grad_tc_wgmma", d, w, ba);
             }
-            return launch(chunk_grad_tc<GATE, DELTA, TI, KV>, chunks, grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI)),
-                          "chunk_grad_tc", d, w, ba);
+            return launch.sized(kGradThreads, chunk_grad_tc<GATE, DELTA, TI, KV>, chunks,
+                                grad_tc_smem_bytes(d.K, d.V, GATE, sizeof(TI)), "chunk_grad_tc", d, w, ba);
         } else {
             return launch(chunk_grad<GATE, DELTA, TI>, chunks, grad_smem_bytes(d.K, GATE), "chunk_grad", d, w, ba);
         }

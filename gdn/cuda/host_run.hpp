@@ -67,6 +67,12 @@ struct HostLauncher {
     int full_block(Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
         return run(kThreads, kernel, grid, smem, name, args...);
     }
+    // A kernel the GPU runs with a block of its own width (Launcher::sized); its loops stride
+    // over the block like the others', so it runs here with `threads`.
+    template <class Kernel, class... Args>
+    int sized(unsigned, Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
+        return run(threads, kernel, grid, smem, name, args...);
+    }
 
 private:
     template <class Kernel, class... Args>
