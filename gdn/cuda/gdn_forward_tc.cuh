@@ -198,14 +198,15 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
 __host__ __device__ constexpr int scan_ld(int cols) { return cols + 8; }
 // Output tiles (16·MT) × 8·NT per warp: wider for wider slices, so that one split of a fragment
 // of W or K̃ serves more columns; two row tiles (MT) in the products with the chunk's rows only
-// at 128 columns, the one width whose grid of such tiles has some to spare.
+// at 128 columns with 256 threads, the one width whose grid of such tiles has some to spare, and
+// in the state's update wherever the block has 256 threads (scan_threads below).
 template <int COLS>
 constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
 // The forward scan's block at 128 columns: kScanThreads threads (KCV_GDN_SCAN_THREADS, 512 unless
 // built with 256; the Launcher's sized launch), 256 at every other width. One block fits an SM at
 // 128 columns (its shared memory), so 512 threads are twice the warps to hide latency, at 128
-// registers a thread (a 4-byte spill with the delta rule): every product then has one row tile a
-// warp. The same bits at either width; on an H100 the forward took 0.92–1.00 of its time with
+// registers a thread (spills of 4 to 24 bytes in some instantiations): every product then has one
+// row tile a warp. The same bits at either width; on an H100 the forward took 0.92–1.00 of its time with
 // 256, Gated DeltaNet's 0.98 (bench/RESULTS.md).
 #if !defined(KCV_GDN_SCAN_THREADS)
 #define KCV_GDN_SCAN_THREADS 512
