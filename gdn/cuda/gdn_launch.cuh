@@ -4,7 +4,7 @@
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code, or as
 // launcher.full_block(...) for a kernel that needs the GPU's whole block of kThreads (wgmma's
 // warpgroups) rather than striding over blockDim, or launcher.sized(threads, ...) for a kernel
-// whose GPU block has a width of its own (chunk_grad_tc's kGradThreads, the scans'
+// whose GPU block has a width of its own (chunk_grad_tc's kGradThreads, the forward scan's
 // scan_threads); its member sms is the SM count the grids are
 // sized for, output_on_wgmma says which product chunk_output_tc runs, reverse_on_wgmma which
 // products reverse_scan_tc runs and grad_on_wgmma which chunk_grad_tc runs (gdn_wgmma.cuh).
