@@ -56,9 +56,26 @@ namespace kcv::gdn::cuda {
 // for its chunks, and dh0 from the sequence's first segment. The map of dS across a segment is
 // the transpose of the forward's M (dS ← Λ_C dS − Wᵀ (K ⊙ e^{γ_C−γ}) dS + terms free of dS), so
 // the forward's kSummary pass supplies it.
+//
+// The block on mma.sync at 128 columns: kReverseThreads threads (KCV_GDN_REVERSE_THREADS, 512 unless
+// built with 256; the Launcher's sized launch), as the forward scan's (scan_threads); 256 on wgmma
+// (two warpgroups) and at every other width. One block fits an SM at 128 columns (its shared
+// memory), so the wider block is twice the warps to hide the same waits, at 128 registers a
+// thread; a per-channel gate's scalar update has 1024 tiles of R×R to deal over them.
+#if !defined(KCV_GDN_REVERSE_THREADS)
+#define KCV_GDN_REVERSE_THREADS 512
+#endif
+constexpr int kReverseThreads = KCV_GDN_REVERSE_THREADS;
+static_assert(kReverseThreads == kThreads || kReverseThreads == 2 * kThreads, "KCV_GDN_REVERSE_THREADS is 256 or 512");
+template <int COLS, bool WG>
+constexpr int reverse_threads = !WG && COLS == 128 ? kReverseThreads : kThreads;
+
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0, bool WG = false>
-__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a, int pass) {
+__global__ void __launch_bounds__(reverse_threads<COLS, WG>, 1)
+    reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a, int pass) {
     static_assert(!WG || GATE != 2, "a per-channel gate's update is not a product");
+    constexpr int kBlock = reverse_threads<COLS, WG>;
+    constexpr int kChunkMT = COLS == 128 ? row_tiles_for(kBlock) : 1;   // the products over the chunk's rows
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x / d.segments, seg = blockIdx.x % d.segments, hv = blockIdx.y, v0 = blockIdx.z * COLS;
@@ -157,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         auto product = [&]<int MT>(int M, int N, int Kd, auto A, auto B, auto out) {
             block_product<WG, NT, false, false, MT>(M, N, Kd, A, B, out, tiles);
         };
-        product.template operator()<scan_chunk_mt<COLS>>(
+        product.template operator()<kChunkMT>(
             L, VS, K + kChunk,
             [&](int t, int x) {
                 if (x < K) return kt_at(t, x);
@@ -171,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
             });
         __syncthreads();
         if (DELTA) {
-            product.template operator()<scan_chunk_mt<COLS>>(
+            product.template operator()<kChunkMT>(
                 L, VS, L, [&](int t, int s) { return s >= t ? T_at(s, t) : 0.0f; },
                 [&](int s, int col) { return dD_s[s * ld + col]; },
                 [&](int t, int col, float acc) { TdD_s[t * ld + col] = acc; });
@@ -180,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
         if constexpr (GATE != 2) {
             // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
             // against Tᵀ dΔ e^{γ/2}.
-            product.template operator()<2>(
+            product.template operator()<row_tiles_for(kBlock)>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
                     return x < L ? scale * q_at(x, i) * half_s[x] : -bk_at(x - L, i) * half_s[x - L];
@@ -257,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Works
 #endif
 constexpr int kGradThreads = KCV_GDN_GRAD_THREADS;
 static_assert(kGradThreads == kThreads || kGradThreads == 2 * kThreads, "KCV_GDN_GRAD_THREADS is 256 or 512");
-constexpr int kGradMT = kGradThreads > kThreads ? 1 : 2;
+constexpr int kGradMT = row_tiles_for(kGradThreads);
 constexpr int kGradNT = kGradThreads > kThreads ? 2 : 4;
 
 // gated_scores_backward (gdn_common.cuh) for the gates without a per-channel factor (GATE 0, 1),
@@ -336,7 +353,8 @@ inline size_t grad_tc_smem_bytes(int K, int V, int gate, size_t elem, bool wg = 
 // library launches it only when built with KCV_GDN_GRAD_WGMMA=1 (kGradOnWgmma, gdn_wgmma.cuh, says
 // why).
 template <int GATE, bool DELTA, class TI, int KV = 0, bool WG = false>
-__global__ void __launch_bounds__(WG ? kThreads : kGradThreads, 1) chunk_grad_tc(Dims sizes, Workspace w, BackwardArgs a) {
+__global__ void __launch_bounds__(WG ? kThreads : kGradThreads, 1)
+    chunk_grad_tc(Dims sizes, Workspace w, BackwardArgs a) {
     static_assert(!WG || GATE != 2, "a per-channel gate's tiles leave no room for wgmma's");
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;

@@ -30,6 +30,10 @@ constexpr int kSub = 16;        // sub-chunk of the per-channel anchoring
 constexpr int kMaxDim = 128;    // K, V limit of the shared-memory tiles
 constexpr int kScanCols = 16;   // value columns per block of version 1's state scans
 constexpr int kThreads = 256;
+// Row tiles of 16 a warp takes in a block_mma whose tile grid has warps to spare at kThreads: two
+// there, one in a block of twice the width (the 512-thread kernels), so that each of its warps has
+// a tile of its own. The same bits either way (block_mma sums every element alike whatever MT).
+__host__ __device__ constexpr int row_tiles_for(int threads) { return threads > kThreads ? 1 : 2; }
 constexpr size_t kMaxSmemBytes = 227 * 1024;   // dynamic shared memory a Hopper block may have
 
 // The block's dynamic shared memory, as float32.

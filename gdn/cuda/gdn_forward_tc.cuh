@@ -86,8 +86,21 @@ inline size_t prepare_tc_smem_bytes(int K, int gate) {
     return sizeof(float) * (size_t(kChunk) * K * tiles + 2 * size_t(kChunk) * GK + kChunk + 2 * kChunk * kChunk);
 }
 
+// The block: kThreads threads, two blocks an SM, for the gates without a per-channel factor; a
+// per-channel gate's four tiles hold it to one block an SM, so its block has kPrepareThreads
+// (KCV_GDN_PREPARE_THREADS, 512 unless built with 256; the Launcher's sized launch): twice the
+// warps for its diagonal score blocks, its inverse and its products, at 128 registers a thread.
+#if !defined(KCV_GDN_PREPARE_THREADS)
+#define KCV_GDN_PREPARE_THREADS 512
+#endif
+constexpr int kPrepareThreads = KCV_GDN_PREPARE_THREADS;
+static_assert(kPrepareThreads == kThreads || kPrepareThreads == 2 * kThreads, "KCV_GDN_PREPARE_THREADS is 256 or 512");
+template <int GATE>
+constexpr int prepare_threads = GATE == 2 ? kPrepareThreads : kThreads;
+
 template <int GATE, bool DELTA, class TI, int KV = 0>
-__global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc(Dims sizes, Workspace w, ForwardArgs a) {
+__global__ void __launch_bounds__(prepare_threads<GATE>, GATE == 2 ? 1 : 2)
+    prepare_chunks_tc(Dims sizes, Workspace w, ForwardArgs a) {
     const Dims d = with_head_size<KV>(sizes);
     ChunkPos c;
     if (!locate_chunk(d, blockIdx.x, c)) return;
@@ -178,11 +191,12 @@ __global__ void __launch_bounds__(kThreads, GATE == 2 ? 1 : 2) prepare_chunks_tc
     __syncthreads();
     // W = T Λ(β ⊙ K) and U = (T Diag(β)) V, T read on its lower triangle.
     auto T_at = [&](int t, int j) { return t < L && j <= t ? T_s[t * kChunk + j] : 0.0f; };
-    block_mma<4, false, false, 2, AHEAD>(
+    constexpr int MT = row_tiles_for(prepare_threads<GATE>);
+    block_mma<4, false, false, MT, AHEAD>(
         kChunk, K, kChunk, T_at, [&](int j, int i) { return r_s[j * K + i]; },
         [&](int t, int i, float acc) { w.W[sh * kChunk * K + t * K + i] = acc; });
     const TI* v = static_cast<const TI*>(a.v);
-    block_mma<4, false, EX, 2, AHEAD>(
+    block_mma<4, false, EX, MT, AHEAD>(
         kChunk, V, kChunk, [&](int t, int s) { return T_at(t, s) * b_s[s]; },
         [&](int s, int j) { return s < L ? to_float(v[(size_t(c.row0 + s) * d.HV + hv) * V + j]) : 0.0f; },
         [&](int t, int j, float acc) { w.U[sh * kChunk * V + t * V + j] = acc; });
@@ -216,9 +230,9 @@ static_assert(kScanThreads == kThreads || kScanThreads == 2 * kThreads, "KCV_GDN
 template <int COLS>
 constexpr int scan_threads = COLS == 128 ? kScanThreads : kThreads;
 template <int COLS>
-constexpr int scan_chunk_mt = COLS == 128 && scan_threads<COLS> == kThreads ? 2 : 1;
+constexpr int scan_chunk_mt = COLS == 128 ? row_tiles_for(scan_threads<COLS>) : 1;
 template <int COLS>
-constexpr int scan_update_mt = scan_threads<COLS> == kThreads ? 2 : 1;
+constexpr int scan_update_mt = row_tiles_for(scan_threads<COLS>);
 
 //
 // The passes of a split scan (Dims::seg_chunks > 0; the launches are in gdn_launch.cuh), block x
