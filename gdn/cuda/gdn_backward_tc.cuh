@@ -57,16 +57,9 @@ namespace kcv::gdn::cuda {
 // the transpose of the forward's M (dS ← Λ_C dS − Wᵀ (K ⊙ e^{γ_C−γ}) dS + terms free of dS), so
 // the forward's kSummary pass supplies it.
 //
-// The block on mma.sync at 128 columns: kReverseThreads threads (KCV_GDN_REVERSE_THREADS, 512 unless
-// built with 256; the Launcher's sized launch), as the forward scan's (scan_threads); 256 on wgmma
-// (two warpgroups) and at every other width. One block fits an SM at 128 columns (its shared
-// memory), so the wider block is twice the warps to hide the same waits, at 128 registers a
-// thread; a per-channel gate's scalar update has 1024 tiles of R×R to deal over them.
-#if !defined(KCV_GDN_REVERSE_THREADS)
-#define KCV_GDN_REVERSE_THREADS 512
-#endif
-constexpr int kReverseThreads = KCV_GDN_REVERSE_THREADS;
-static_assert(kReverseThreads == kThreads || kReverseThreads == 2 * kThreads, "KCV_GDN_REVERSE_THREADS is 256 or 512");
+// The block on mma.sync at 128 columns: kReverseThreads threads (gdn_common.cuh; the Launcher's
+// sized launch), as the forward scan's; 256 on wgmma (two warpgroups) and at every other width. A
+// per-channel gate's scalar update deals its 1024 tiles of R×R over the block.
 template <int COLS, bool WG>
 constexpr int reverse_threads = !WG && COLS == 128 ? kReverseThreads : kThreads;
 
@@ -262,18 +255,10 @@ __global__ void __launch_bounds__(reverse_threads<COLS, WG>, 1)
     else if (a.dh0 && range.first == 0) dS.store(a.dh0, n);
 }
 
-// chunk_grad_tc's block on mma.sync: kGradThreads threads (KCV_GDN_GRAD_THREADS, 512 unless built
-// with 256; the Launcher's sized launch). One block fits an SM either way (its shared memory), so
-// 512 threads are twice the warps to hide the latency of its operands, at 128 registers a thread
-// (no spill at K = V = 128). Its products then give each warp half the tiles: one row tile
-// (kGradMT) in the C×K products and two column tiles (kGradNT) in the C×C ones, so that all 16
-// warps have one. The same bits at either width; on an H100 512 threads took 0.92–0.98 of
-// forward+backward (bench/RESULTS.md).
-#if !defined(KCV_GDN_GRAD_THREADS)
-#define KCV_GDN_GRAD_THREADS 512
-#endif
-constexpr int kGradThreads = KCV_GDN_GRAD_THREADS;
-static_assert(kGradThreads == kThreads || kGradThreads == 2 * kThreads, "KCV_GDN_GRAD_THREADS is 256 or 512");
+// chunk_grad_tc's block on mma.sync: kGradThreads threads (gdn_common.cuh; the Launcher's sized
+// launch), no spill at K = V = 128. At 512 its products give each warp half the tiles: one row
+// tile (kGradMT) in the C×K products and two column tiles (kGradNT) in the C×C ones, so that all
+// 16 warps have one. On an H100 512 threads took 0.92–0.98 of forward+backward (bench/RESULTS.md).
 constexpr int kGradMT = row_tiles_for(kGradThreads);
 constexpr int kGradNT = kGradThreads > kThreads ? 2 : 4;
 

@@ -88,13 +88,8 @@ inline size_t prepare_tc_smem_bytes(int K, int gate) {
 
 // The block: kThreads threads, two blocks an SM, for the gates without a per-channel factor; a
 // per-channel gate's four tiles hold it to one block an SM, so its block has kPrepareThreads
-// (KCV_GDN_PREPARE_THREADS, 512 unless built with 256; the Launcher's sized launch): twice the
-// warps for its diagonal score blocks, its inverse and its products, at 128 registers a thread.
-#if !defined(KCV_GDN_PREPARE_THREADS)
-#define KCV_GDN_PREPARE_THREADS 512
-#endif
-constexpr int kPrepareThreads = KCV_GDN_PREPARE_THREADS;
-static_assert(kPrepareThreads == kThreads || kPrepareThreads == 2 * kThreads, "KCV_GDN_PREPARE_THREADS is 256 or 512");
+// (gdn_common.cuh; the Launcher's sized launch) for its diagonal score blocks, its inverse and its
+// products.
 template <int GATE>
 constexpr int prepare_threads = GATE == 2 ? kPrepareThreads : kThreads;
 
@@ -216,17 +211,10 @@ __host__ __device__ constexpr int scan_ld(int cols) { return cols + 8; }
 // in the state's update wherever the block has 256 threads (scan_threads below).
 template <int COLS>
 constexpr int scan_nt = COLS >= 64 ? 4 : COLS / 16;
-// The forward scan's block at 128 columns: kScanThreads threads (KCV_GDN_SCAN_THREADS, 512 unless
-// built with 256; the Launcher's sized launch), 256 at every other width. One block fits an SM at
-// 128 columns (its shared memory), so 512 threads are twice the warps to hide latency, at 128
-// registers a thread (spills of 4 to 24 bytes in some instantiations): every product then has one
-// row tile a warp. The same bits at either width; on an H100 the forward took 0.92–1.00 of its time with
-// 256, Gated DeltaNet's 0.98 (bench/RESULTS.md).
-#if !defined(KCV_GDN_SCAN_THREADS)
-#define KCV_GDN_SCAN_THREADS 512
-#endif
-constexpr int kScanThreads = KCV_GDN_SCAN_THREADS;
-static_assert(kScanThreads == kThreads || kScanThreads == 2 * kThreads, "KCV_GDN_SCAN_THREADS is 256 or 512");
+// The forward scan's block at 128 columns: kScanThreads threads (gdn_common.cuh; the Launcher's
+// sized launch), 256 at every other width. At 512 threads ptxas holds it to 128 registers (spills
+// of 4 to 24 bytes in some instantiations), and every product has one row tile a warp. On an H100
+// the forward took 0.92–1.00 of its time at 256 threads, Gated DeltaNet's 0.98 (bench/RESULTS.md).
 template <int COLS>
 constexpr int scan_threads = COLS == 128 ? kScanThreads : kThreads;
 template <int COLS>
