@@ -63,7 +63,7 @@ struct DeviceLauncher {
         return run(kThreads, kernel, grid, smem, name, args...);
     }
     // A kernel whose block on the GPU is `threads` wide (chunk_grad_tc's kGradThreads, the
-    // scans' scan_threads and reverse_threads, prepare_threads).
+    // forward scan's scan_threads, prepare_threads).
     template <class Kernel, class... Args>
     int sized(unsigned threads, Kernel kernel, dim3 grid, size_t smem, const char* name, Args... args) {
         return run(threads, kernel, grid, smem, name, args...);

@@ -57,18 +57,12 @@ namespace kcv::gdn::cuda {
 // the transpose of the forward's M (dS ← Λ_C dS − Wᵀ (K ⊙ e^{γ_C−γ}) dS + terms free of dS), so
 // the forward's kSummary pass supplies it.
 //
-// The block on mma.sync at 128 columns: kReverseThreads threads (gdn_common.cuh; the Launcher's
-// sized launch), as the forward scan's; 256 on wgmma (two warpgroups) and at every other width. A
-// per-channel gate's scalar update deals its 1024 tiles of R×R over the block.
-template <int COLS, bool WG>
-constexpr int reverse_threads = !WG && COLS == 128 ? kReverseThreads : kThreads;
-
+// The block has kThreads threads: at K = V = 128 its shared memory holds it to 64 columns (32 for a
+// per-channel gate), where a block of 512 would have no tiles for its extra warps.
 template <int GATE, bool DELTA, class TI, int COLS, int KV = 0, bool WG = false>
-__global__ void __launch_bounds__(reverse_threads<COLS, WG>, 1)
-    reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a, int pass) {
+__global__ void __launch_bounds__(kThreads, 1) reverse_scan_tc(Dims sizes, Workspace w, BackwardArgs a, int pass) {
     static_assert(!WG || GATE != 2, "a per-channel gate's update is not a product");
-    constexpr int kBlock = reverse_threads<COLS, WG>;
-    constexpr int kChunkMT = COLS == 128 ? row_tiles_for(kBlock) : 1;   // the products over the chunk's rows
+    constexpr int kChunkMT = COLS == 128 ? row_tiles_for(kThreads) : 1;   // the products over the chunk's rows
     const Dims d = with_head_size<KV>(sizes);
     constexpr int ld = scan_ld(COLS), NT = scan_nt<COLS>;
     const int n = blockIdx.x / d.segments, seg = blockIdx.x % d.segments, hv = blockIdx.y, v0 = blockIdx.z * COLS;
@@ -190,7 +184,7 @@ __global__ void __launch_bounds__(reverse_threads<COLS, WG>, 1)
         if constexpr (GATE != 2) {
             // Columns x < L: scale·q ⊙ e^{γ/2} against dO ⊙ e^{γ/2}; columns L + t: −β k e^{γ/2}
             // against Tᵀ dΔ e^{γ/2}.
-            product.template operator()<row_tiles_for(kBlock)>(
+            product.template operator()<row_tiles_for(kThreads)>(
                 K, VS, DELTA ? 2 * L : L,
                 [&](int i, int x) {
                     return x < L ? scale * q_at(x, i) * half_s[x] : -bk_at(x - L, i) * half_s[x - L];

@@ -36,27 +36,22 @@ constexpr int kThreads = 256;
 __host__ __device__ constexpr int row_tiles_for(int threads) { return threads > kThreads ? 1 : 2; }
 // The kernels that hold one block an SM (their shared memory) run twice kThreads a block, twice the
 // warps to hide their waits, at 128 registers a thread: chunk_grad_tc on mma.sync (kGradThreads),
-// the forward and reverse scans on mma.sync at 128 columns (kScanThreads, kReverseThreads) and a
-// per-channel gate's chunk preparation (kPrepareThreads). Each macro at 256 builds that kernel as
-// before, with the same bits.
+// the forward scan at 128 columns (kScanThreads) and a per-channel gate's chunk preparation
+// (kPrepareThreads). Each macro at 256 builds that kernel as before, with the same bits.
 #if !defined(KCV_GDN_GRAD_THREADS)
 #define KCV_GDN_GRAD_THREADS 512
 #endif
 #if !defined(KCV_GDN_SCAN_THREADS)
 #define KCV_GDN_SCAN_THREADS 512
 #endif
-#if !defined(KCV_GDN_REVERSE_THREADS)
-#define KCV_GDN_REVERSE_THREADS 512
-#endif
 #if !defined(KCV_GDN_PREPARE_THREADS)
 #define KCV_GDN_PREPARE_THREADS 512
 #endif
 constexpr int kGradThreads = KCV_GDN_GRAD_THREADS, kScanThreads = KCV_GDN_SCAN_THREADS;
-constexpr int kReverseThreads = KCV_GDN_REVERSE_THREADS, kPrepareThreads = KCV_GDN_PREPARE_THREADS;
+constexpr int kPrepareThreads = KCV_GDN_PREPARE_THREADS;
 constexpr bool is_block_width(int threads) { return threads == kThreads || threads == 2 * kThreads; }
-static_assert(is_block_width(kGradThreads) && is_block_width(kScanThreads) && is_block_width(kReverseThreads) &&
-                  is_block_width(kPrepareThreads),
-              "KCV_GDN_{GRAD,SCAN,REVERSE,PREPARE}_THREADS are 256 or 512");
+static_assert(is_block_width(kGradThreads) && is_block_width(kScanThreads) && is_block_width(kPrepareThreads),
+              "KCV_GDN_{GRAD,SCAN,PREPARE}_THREADS are 256 or 512");
 constexpr size_t kMaxSmemBytes = 227 * 1024;   // dynamic shared memory a Hopper block may have
 
 // The block's dynamic shared memory, as float32.

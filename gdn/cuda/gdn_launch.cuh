@@ -4,8 +4,8 @@
 // launcher(kernel, grid, dynamic_smem_bytes, name, args...) and returns 0 or an error code, or as
 // launcher.full_block(...) for a kernel that needs the GPU's whole block of kThreads (wgmma's
 // warpgroups) rather than striding over blockDim, or launcher.sized(threads, ...) for a kernel
-// whose GPU block has a width of its own (chunk_grad_tc's kGradThreads, the scans'
-// scan_threads and reverse_threads, prepare_threads); its member sms is the SM count the grids are
+// whose GPU block has a width of its own (chunk_grad_tc's kGradThreads, the forward scan's
+// scan_threads, prepare_threads); its member sms is the SM count the grids are
 // sized for, output_on_wgmma says which product chunk_output_tc runs, reverse_on_wgmma which
 // products reverse_scan_tc runs and grad_on_wgmma which chunk_grad_tc runs (gdn_wgmma.cuh).
 // VERSION 1 runs the reference kernels (gdn_forward.cuh, gdn_backward.cuh); VERSION 2 the
@@ -223,8 +223,7 @@ int backward_sequence(Launcher& launch, const kcv_gdn_params& p) {
                         return launch.full_block(reverse_scan_tc<GATE, DELTA, TI, COLS, KV, true>, slices, smem, name,
                                                  d, w, ba, which);
                 }
-                return launch.sized(reverse_threads<COLS, false>, reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices,
-                                    smem, name, d, w, ba, which);
+                return launch(reverse_scan_tc<GATE, DELTA, TI, COLS, KV>, slices, smem, name, d, w, ba, which);
             };
             if (d.seg_chunks == 0) return pass(kWhole, wg ? "reverse_scan_tc_wgmma" : "reverse_scan_tc");
             if (pass(kSummary, "reverse_scan_tc_summary")) return 1;
