@@ -310,7 +310,9 @@ __device__ inline void scalar_gate_factors_running(const float* g, int L, float*
 // exponent is still a sum of the g it spans, never a difference, and never positive. With k null,
 // ka receives the factors e^{γ_a − γ_j} alone (the backward's ea). With b and xb, also
 // (b_t k_t) e^{γ_t − γ_a} into xb's row t − a, from xa's factors. One thread per channel and
-// operand; then a barrier.
+// operand walks its sums into xa and ka; after a barrier every thread takes exponentials of them
+// in place, so that a walk is a chain of additions and not of up to C − kSub float64
+// exponentials (the same floats go to exp_rn, so the same bits). Ends with a barrier.
 __device__ __forceinline__ void anchor_subchunk_running(const float* x, const float* k, const float* g, int a,
                                                         int end, int K, float* xa, float* ka,
                                                         const float* b = nullptr, float* xb = nullptr) {
@@ -321,18 +323,27 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
             KahanSum back;
             for (int j = a - 1; j >= 0; --j) {
                 back.add(g[(j + 1) * K + i]);
-                const float f = exp_rn(back.sum);
-                ka[j * K + i] = k ? k[j * K + i] * f : f;
+                ka[j * K + i] = back.sum;
             }
         } else {
             const int i = e - K;
             KahanSum up;
             for (int t = a; t < end; ++t) {
                 if (t > a) up.add(g[t * K + i]);
-                const float f = exp_rn(up.sum);
-                xa[t * K + i] = x[t * K + i] * f;
-                if (xb) xb[(t - a) * K + i] = (b[t] * k[t * K + i]) * f;
+                xa[t * K + i] = up.sum;
             }
+        }
+    }
+    __syncthreads();
+    // ka's rows j < a, then xa's rows a ≤ t < end.
+    for (int e = tid; e < end * K; e += nt) {
+        const float f = exp_rn(e < a * K ? ka[e] : xa[e]);
+        if (e < a * K) {
+            ka[e] = k ? k[e] * f : f;
+        } else {
+            const int t = e / K, i = e % K;
+            xa[e] = x[e] * f;
+            if (xb) xb[(t - a) * K + i] = (b[t] * k[e]) * f;
         }
     }
     __syncthreads();
@@ -355,6 +366,12 @@ constexpr int kDiagScratch = kSub * kSub + kDiagPairs * kDiagChannels;
 static_assert(kDiagScratch <= kChunk * kChunk, "the diagonal blocks' scratch is one C×C tile");
 
 __device__ __forceinline__ int diag_pair(int t, int j) { return t * (t + 1) / 2 + j; }   // j ≤ t < kSub
+// The row t of the pair p = diag_pair(t, j).
+__device__ __forceinline__ int diag_row(int p) {
+    int t = 0;
+    while ((t + 1) * (t + 2) / 2 <= p) ++t;
+    return t;
+}
 
 // walk(jj, c) for every jj < n and c < nc, spread over the block so that the threads' shares are
 // about equally long: the walk from jj covers the n − jj rows from jj on, so jj and n − 1 − jj go to
@@ -373,7 +390,9 @@ __device__ __forceinline__ void balanced_walks(int n, int nc, Walk walk) {
 
 // The factors e^{γ_t − γ_j} of the diagonal block of the sub-chunk [a, a + n), channels i0 to
 // i0 + nc − 1, into table[diag_pair(tt, jj)·stride + c] (t = a + tt, j = a + jj, i = i0 + c): one
-// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks). No barrier.
+// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks), writes the exponents;
+// after a barrier every thread takes exponentials of them in place (a walk is then a chain of
+// additions, not of 16 float64 exponentials; the same bits). Ends without a barrier after those.
 __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, int K, int i0, int nc, int stride,
                                                  float* table) {
     balanced_walks(n, nc, [&](int jj, int c) {
@@ -381,9 +400,14 @@ __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, i
         KahanSum range;
         for (int tt = jj; tt < n; ++tt) {
             if (tt > jj) range.add(g[(a + tt) * K + i]);
-            table[diag_pair(tt, jj) * stride + c] = exp_rn(range.sum);
+            table[diag_pair(tt, jj) * stride + c] = range.sum;
         }
     });
+    __syncthreads();
+    for (int e = threadIdx.x; e < diag_pair(n, 0) * nc; e += blockDim.x) {
+        float& f = table[(e / nc) * stride + e % nc];
+        f = exp_rn(f);
+    }
 }
 
 __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
@@ -394,16 +418,23 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
     for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
         const int nc = min(kDiagChannels, K - i0);
         const bool first = i0 == 0, last = i0 + nc == K;
+        // The exponents by walks, then each term from its exponent on every thread (as
+        // diagonal_factors).
         balanced_walks(n, nc, [&](int jj, int c) {
-            const int i = i0 + c, j = a + jj;
             KahanSum range;
             for (int tt = jj; tt < n; ++tt) {
-                const int t = a + tt;
-                if (tt > jj) range.add(g[t * K + i]);
-                if (tt > jj || !strict)
-                    table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * exp_rn(range.sum);
+                if (tt > jj) range.add(g[(a + tt) * K + i0 + c]);
+                table[diag_pair(tt, jj) * kDiagChannels + c] = range.sum;
             }
         });
+        __syncthreads();
+        for (int e = tid; e < diag_pair(n, 0) * nc; e += nt) {
+            const int p = e / nc, c = e % nc, tt = diag_row(p), jj = p - diag_pair(tt, 0);
+            if (strict && jj == tt) continue;
+            const int t = a + tt, j = a + jj, i = i0 + c;
+            float& term = table[p * kDiagChannels + c];
+            term = x[t * K + i] * k[j * K + i] * exp_rn(term);
+        }
         __syncthreads();
         for (int e = tid; e < kSub * kSub; e += nt) {
             const int tt = e / kSub, jj = e % kSub;
