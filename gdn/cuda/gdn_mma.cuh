@@ -366,12 +366,6 @@ constexpr int kDiagScratch = kSub * kSub + kDiagPairs * kDiagChannels;
 static_assert(kDiagScratch <= kChunk * kChunk, "the diagonal blocks' scratch is one C×C tile");
 
 __device__ __forceinline__ int diag_pair(int t, int j) { return t * (t + 1) / 2 + j; }   // j ≤ t < kSub
-// The row t of the pair p = diag_pair(t, j).
-__device__ __forceinline__ int diag_row(int p) {
-    int t = 0;
-    while ((t + 1) * (t + 2) / 2 <= p) ++t;
-    return t;
-}
 
 // walk(jj, c) for every jj < n and c < nc, spread over the block so that the threads' shares are
 // about equally long: the walk from jj covers the n − jj rows from jj on, so jj and n − 1 − jj go to
@@ -418,23 +412,19 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
     for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
         const int nc = min(kDiagChannels, K - i0);
         const bool first = i0 == 0, last = i0 + nc == K;
-        // The exponents by walks, then each term from its exponent on every thread (as
-        // diagonal_factors).
+        // Each term where its walk reaches it: a walk's exponentials are independent of one another
+        // (only its sum is a chain), and taking them after the walks, by every thread, behind a
+        // barrier, made GLA's forward 1.2 times as long on an H100 (bench/RESULTS.md).
         balanced_walks(n, nc, [&](int jj, int c) {
+            const int i = i0 + c, j = a + jj;
             KahanSum range;
             for (int tt = jj; tt < n; ++tt) {
-                if (tt > jj) range.add(g[(a + tt) * K + i0 + c]);
-                table[diag_pair(tt, jj) * kDiagChannels + c] = range.sum;
+                const int t = a + tt;
+                if (tt > jj) range.add(g[t * K + i]);
+                if (tt > jj || !strict)
+                    table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * exp_rn(range.sum);
             }
         });
-        __syncthreads();
-        for (int e = tid; e < diag_pair(n, 0) * nc; e += nt) {
-            const int p = e / nc, c = e % nc, tt = diag_row(p), jj = p - diag_pair(tt, 0);
-            if (strict && jj == tt) continue;
-            const int t = a + tt, j = a + jj, i = i0 + c;
-            float& term = table[p * kDiagChannels + c];
-            term = x[t * K + i] * k[j * K + i] * exp_rn(term);
-        }
         __syncthreads();
         for (int e = tid; e < kSub * kSub; e += nt) {
             const int tt = e / kSub, jj = e % kSub;
@@ -492,9 +482,13 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
 //   e^{γ_t − γ_a} from the same factors (ka, the anchored k, is the same for both), then the two
 //   cross-sub-chunk products;
 // - the diagonal blocks from one table of e^{γ_t − γ_j} per group of kDiagPairChannels channels
-//   (one walk per (j, i), as diagonal_scores), each term (x_ti k_ji)·e^{…} formed where the sums
-//   read it, one thread per entry of either matrix, the channels added in increasing order as
-//   there (the grouping does not change the order of any sum).
+//   (diagonal_factors), each term (x_ti k_ji)·e^{…} formed where the sums read it, one thread per
+//   entry of either matrix, the channels added in increasing order as there (the grouping does
+//   not change the order of any sum). The group's channels of the sub-chunk's rows of k, q and
+//   bk are first copied into xa (free once the products are done) with an odd row length: read
+//   in place, with rows K floats apart, the sixteen columns j of a warp's entries fell into one
+//   bank (a 16-way conflict on every k load; in Nsight Compute these two loops held 18% of KDA's
+//   prepare_chunks_tc, throttled on shared memory). The same floats, so the same bits.
 // bk_t = β_t k_t is formed from b (C, zero past L) and k as prepare_chunks_tc's tile of it is.
 // xb is scratch of kSub rows of K past the anchored k's rows (a < C − kSub + 1 always leaves
 // ka's rows from C − kSub on unused); fd is C×C scratch. Ends with a barrier.
@@ -524,6 +518,18 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
             const int nc = min(kDiagPairChannels, K - i0);
             const bool first = i0 == 0, last = i0 + nc == K;
             diagonal_factors(g, a, n, K, i0, nc, kDiagPairChannels, table);
+            // Past diagonal_factors' barrier no warp reads xa (the products are done). 3·kSub rows of
+            // S ≤ K + 1 floats fit in its C·K for any K ≥ 3.
+            const int S = nc | 1;
+            float* const kT = xa;
+            float* const qT = xa + kSub * S;
+            float* const bkT = xa + 2 * kSub * S;
+            for (int e = tid; e < n * nc; e += nt) {
+                const int r = e / nc, c = e % nc, t = a + r, i = i0 + c;
+                kT[r * S + c] = k[t * K + i];
+                qT[r * S + c] = q[t * K + i];
+                bkT[r * S + c] = b[t] * k[t * K + i];
+            }
             __syncthreads();
             // Entries e < kSub² of P's block (jj ≤ tt), then those of A's (jj < tt).
             for (int e = tid; e < 2 * kSub * kSub; e += nt) {
@@ -534,12 +540,9 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
                 float* part = strict ? part_a : part_p;
                 float acc = first ? 0.0f : part[f];
                 const float* row = table + diag_pair(tt, jj) * kDiagPairChannels;
-                if (strict) {
-                    for (int c = 0; c < nc; ++c)
-                        acc += ((b[t] * k[t * K + i0 + c]) * k[j * K + i0 + c]) * row[c];
-                } else {
-                    for (int c = 0; c < nc; ++c) acc += (q[t * K + i0 + c] * k[j * K + i0 + c]) * row[c];
-                }
+                const float* xt = (strict ? bkT : qT) + tt * S;
+                const float* kt = kT + jj * S;
+                for (int c = 0; c < nc; ++c) acc += (xt[c] * kt[c]) * row[c];
                 if (last) (strict ? A : P)[t * kChunk + j] = acc;
                 else part[f] = acc;
             }
