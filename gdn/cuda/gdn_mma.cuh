@@ -413,8 +413,9 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
         const int nc = min(kDiagChannels, K - i0);
         const bool first = i0 == 0, last = i0 + nc == K;
         // Each term where its walk reaches it: a walk's exponentials are independent of one another
-        // (only its sum is a chain), and taking them after the walks, by every thread, behind a
-        // barrier, made GLA's forward 1.2 times as long on an H100 (bench/RESULTS.md).
+        // (only its sum is a chain). Taken after the walks, by every thread, behind a barrier (with
+        // the anchored operands' likewise), GLA's forward took 1.2 times as long on an H100
+        // (bench/RESULTS.md).
         balanced_walks(n, nc, [&](int jj, int c) {
             const int i = i0 + c, j = a + jj;
             KahanSum range;
