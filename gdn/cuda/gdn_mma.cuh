@@ -311,8 +311,10 @@ __device__ inline void scalar_gate_factors_running(const float* g, int L, float*
 // ka receives the factors e^{γ_a − γ_j} alone (the backward's ea). With b and xb, also
 // (b_t k_t) e^{γ_t − γ_a} into xb's row t − a, from xa's factors. One thread per channel and
 // operand walks its sums into xa and ka; after a barrier every thread takes exponentials of them
-// in place, so that a walk is a chain of additions and not of up to C − kSub float64
-// exponentials (the same floats go to exp_rn, so the same bits). Ends with a barrier.
+// in place (the same floats go to exp_rn, so the same bits). A walk's exponentials were never a
+// chain (each takes one partial sum), but with this form and diagonal_factors' KDA's forward took
+// 0.96 of its time on an H100 (bench/RESULTS.md), presumably since the exponentials are spread
+// over the whole block rather than the walks' threads. Ends with a barrier.
 __device__ __forceinline__ void anchor_subchunk_running(const float* x, const float* k, const float* g, int a,
                                                         int end, int K, float* xa, float* ka,
                                                         const float* b = nullptr, float* xb = nullptr) {
@@ -385,8 +387,9 @@ __device__ __forceinline__ void balanced_walks(int n, int nc, Walk walk) {
 // The factors e^{γ_t − γ_j} of the diagonal block of the sub-chunk [a, a + n), channels i0 to
 // i0 + nc − 1, into table[diag_pair(tt, jj)·stride + c] (t = a + tt, j = a + jj, i = i0 + c): one
 // walk per (jj, c), t upwards with a running Kahan sum (balanced_walks), writes the exponents;
-// after a barrier every thread takes exponentials of them in place (a walk is then a chain of
-// additions, not of 16 float64 exponentials; the same bits). Ends without a barrier after those.
+// after a barrier every thread takes exponentials of them in place (the same bits; timed with
+// anchor_subchunk_running's form, above). Ends without a barrier after those. Past its barrier a
+// caller may overwrite scratch that the block's earlier products read (gated_score_pair_tc does).
 __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, int K, int i0, int nc, int stride,
                                                  float* table) {
     balanced_walks(n, nc, [&](int jj, int c) {
