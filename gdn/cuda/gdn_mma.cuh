@@ -386,10 +386,9 @@ __device__ __forceinline__ void balanced_walks(int n, int nc, Walk walk) {
 
 // The factors e^{γ_t − γ_j} of the diagonal block of the sub-chunk [a, a + n), channels i0 to
 // i0 + nc − 1, into table[diag_pair(tt, jj)·stride + c] (t = a + tt, j = a + jj, i = i0 + c): one
-// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks), writes the exponents;
-// after a barrier every thread takes exponentials of them in place (the same bits; timed with
-// anchor_subchunk_running's form, above). Ends without a barrier after those. Past its barrier a
-// caller may overwrite scratch that the block's earlier products read (gated_score_pair_tc does).
+// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks), each exponential taken
+// where its walk reaches it, as diagonal_scores does. Ends without a barrier: a caller syncs
+// before anything reads the table.
 __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, int K, int i0, int nc, int stride,
                                                  float* table) {
     balanced_walks(n, nc, [&](int jj, int c) {
@@ -397,14 +396,9 @@ __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, i
         KahanSum range;
         for (int tt = jj; tt < n; ++tt) {
             if (tt > jj) range.add(g[(a + tt) * K + i]);
-            table[diag_pair(tt, jj) * stride + c] = range.sum;
+            table[diag_pair(tt, jj) * stride + c] = exp_rn(range.sum);
         }
     });
-    __syncthreads();
-    for (int e = threadIdx.x; e < diag_pair(n, 0) * nc; e += blockDim.x) {
-        float& f = table[(e / nc) * stride + e % nc];
-        f = exp_rn(f);
-    }
 }
 
 __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
@@ -518,17 +512,19 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
         block_mma<4, false, false, 1, AHEAD>(
             n, a, K, [&](int r, int i) { return xb[r * K + i]; }, [&](int i, int j) { return ka[j * K + i]; },
             [&](int r, int j, float acc) { A[(a + r) * kChunk + j] = acc; });
+        // Past this barrier no warp reads xa (the products are done).
+        __syncthreads();
         for (int i0 = 0; i0 < K; i0 += kDiagPairChannels) {
             const int nc = min(kDiagPairChannels, K - i0);
             const bool first = i0 == 0, last = i0 + nc == K;
             diagonal_factors(g, a, n, K, i0, nc, kDiagPairChannels, table);
-            // Past diagonal_factors' barrier no warp reads xa (the products are done). 3·kSub rows of
-            // S ≤ K + 1 floats fit in its C·K for any K ≥ 3.
+            // Copied beside the walks (other threads, other scratch). 3·kSub rows of S ≤ K + 1
+            // floats fit in xa's C·K for any K ≥ 3.
             const int S = nc | 1;
             float* const kT = xa;
             float* const qT = xa + kSub * S;
             float* const bkT = xa + 2 * kSub * S;
-            for (int e = tid; e < n * nc; e += nt) {
+            for (int e = nt - 1 - tid; e < n * nc; e += nt) {   // from the block's last thread down
                 const int r = e / nc, c = e % nc, t = a + r, i = i0 + c;
                 kT[r * S + c] = k[t * K + i];
                 qT[r * S + c] = q[t * K + i];
