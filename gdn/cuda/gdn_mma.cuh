@@ -356,18 +356,35 @@ __device__ __forceinline__ void anchor_subchunk_running(const float* x, const fl
 // with version 1's bits: each exponent the Kahan sum of g over (j, t] in ascending order, each
 // term (x_ti k_ji)·e^{…}, and the terms added for i ascending from zero. Version 1 gives each
 // (t, j) one thread that sums every range afresh, O(16) additions per term; here the channels are
-// taken in groups of kDiagChannels, and per group each (j, i) is one walk of t upwards with a
-// running Kahan sum (each exponent one addition; balanced_walks pairs them over the threads) that
-// writes the terms into a table, then one thread per (t, j) adds its row of the table to its
-// partial sum. fd is scratch of kDiagScratch floats: the partial sums (kSub² of them) and the
-// table (one row of kDiagChannels per pair t ≥ j, an odd row length so that a warp's rows fall
-// into distinct banks).
+// taken in groups, and per group each (j, i) is one walk of t upwards with a running Kahan sum
+// (each exponent one addition; balanced_walks pairs them over the threads) that writes the terms
+// into a table, then one thread per (t, j) adds its row of the table to its partial sum. fd is
+// scratch of kDiagScratch floats: the partial sums (kSub² of them) and, for small K, the table
+// (one row of kDiagChannels per pair t ≥ j, an odd row length so that a warp's rows fall into
+// distinct banks). xa is C×K scratch that the products before it read: where a group takes more
+// channels there (wide_diag_channels, below: 43 against 27 at K = 128), the table lives in xa,
+// after a barrier.
 constexpr int kDiagChannels = 27;
 constexpr int kDiagPairs = kSub * (kSub + 1) / 2;
 constexpr int kDiagScratch = kSub * kSub + kDiagPairs * kDiagChannels;
 static_assert(kDiagScratch <= kChunk * kChunk, "the diagonal blocks' scratch is one C×C tile");
 
 __device__ __forceinline__ int diag_pair(int t, int j) { return t * (t + 1) / 2 + j; }   // j ≤ t < kSub
+
+// The channels of a group of the diagonal blocks' table when the table (kDiagPairs rows) and
+// `extra` more rows of the same length live in C×K scratch: an odd row length (a warp's rows in
+// distinct banks) of at most kWideDiagChannels (one round of walks: kSub/2 walk pairs a channel,
+// 8·63 ≤ 512 threads), as even over the channels as it can be (K = 128: three groups of 43, where
+// fd's table takes five of 26 or 27); 0 where the scratch holds fewer than one row.
+constexpr int kWideDiagChannels = 63;
+__device__ __forceinline__ int wide_diag_channels(int K, int extra) {
+    const int most = min(kWideDiagChannels, kChunk * K / (kDiagPairs + extra));
+    if (most < 1) return 0;
+    const int groups = (K + most - 1) / most;
+    const int even = (K + groups - 1) / groups;   // at most `most`
+    if (even % 2 == 1) return even;
+    return even + 1 <= most ? even + 1 : even - 1;
+}
 
 // walk(jj, c) for every jj < n and c < nc, spread over the block so that the threads' shares are
 // about equally long: the walk from jj covers the n − jj rows from jj on, so jj and n − 1 − jj go to
@@ -402,12 +419,17 @@ __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, i
 }
 
 __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
-                                                bool strict, float* M, float* fd) {
+                                                bool strict, float* M, float* fd, float* xa) {
     const int tid = threadIdx.x, nt = blockDim.x, n = end - a;
     float* part = fd;
-    float* table = fd + kSub * kSub;
-    for (int i0 = 0; i0 < K; i0 += kDiagChannels) {
-        const int nc = min(kDiagChannels, K - i0);
+    // The table in xa (free once the products that read it are done) where a group takes more
+    // channels there than in fd: fewer groups, so fewer barriers and more threads walking.
+    const int wide = wide_diag_channels(K, 0);
+    const int group = wide > kDiagChannels ? wide : kDiagChannels;
+    float* table = group == kDiagChannels ? fd + kSub * kSub : xa;
+    if (table == xa) __syncthreads();
+    for (int i0 = 0; i0 < K; i0 += group) {
+        const int nc = min(group, K - i0);
         const bool first = i0 == 0, last = i0 + nc == K;
         // Each term where its walk reaches it: a walk's exponentials are independent of one another
         // (only its sum is a chain). Taken after the walks, by every thread, behind a barrier (with
@@ -420,7 +442,7 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
                 const int t = a + tt;
                 if (tt > jj) range.add(g[t * K + i]);
                 if (tt > jj || !strict)
-                    table[diag_pair(tt, jj) * kDiagChannels + c] = x[t * K + i] * k[j * K + i] * exp_rn(range.sum);
+                    table[diag_pair(tt, jj) * group + c] = x[t * K + i] * k[j * K + i] * exp_rn(range.sum);
             }
         });
         __syncthreads();
@@ -428,7 +450,7 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
             const int tt = e / kSub, jj = e % kSub;
             if (tt >= n || (strict ? jj >= tt : jj > tt)) continue;
             float acc = first ? 0.0f : part[e];
-            const float* row = table + diag_pair(tt, jj) * kDiagChannels;
+            const float* row = table + diag_pair(tt, jj) * group;
             for (int c = 0; c < nc; ++c) acc += row[c];
             if (last) M[(a + tt) * kChunk + a + jj] = acc;
             else part[e] = acc;
@@ -441,8 +463,8 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
 // zeros and exponents. XEXACT / KEXACT: x / k hold raw 16-bit inputs. For a per-channel gate
 // the cross-sub-chunk blocks are a plain product of the anchored operands on tensor cores; the
 // diagonal 16×16 blocks, whose factor e^{γ_ti − γ_ji} depends on the channel, stay scalar
-// (diagonal_scores). fd is C×C scratch: the scalar gate's factors, or the diagonal blocks' table
-// (unused without a gate).
+// (diagonal_scores). fd is C×C scratch: the scalar gate's factors, or the diagonal blocks' partial
+// sums and, for small K, their table (unused without a gate).
 template <int GATE, bool XEXACT, bool KEXACT, bool AHEAD = true>
 __device__ void gated_scores_tc(const float* x, const float* k, const float* g, int L, int K, bool strict, float* M,
                                 float* xa, float* ka, float* fd) {
@@ -468,7 +490,7 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
                 [&](int i, int j) { return ka[j * K + i]; },
                 [&](int r, int j, float acc) { M[(a + r) * kChunk + j] = acc; });
             // Ends with a barrier, after which xa and ka are free again.
-            diagonal_scores(x, k, g, a, end, K, strict, M, fd);
+            diagonal_scores(x, k, g, a, end, K, strict, M, fd, xa);
         }
     }
 }
@@ -479,10 +501,11 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
 // - per sub-chunk, the anchored operands as anchor_subchunk_running with x = q, and β ⊙ k's rows
 //   e^{γ_t − γ_a} from the same factors (ka, the anchored k, is the same for both), then the two
 //   cross-sub-chunk products;
-// - the diagonal blocks from one table of e^{γ_t − γ_j} per group of kDiagPairChannels channels
-//   (diagonal_factors), each term (x_ti k_ji)·e^{…} formed where the sums read it, one thread per
-//   entry of either matrix, the channels added in increasing order as there (the grouping does
-//   not change the order of any sum). The group's channels of the sub-chunk's rows of k, q and
+// - the diagonal blocks from one table of e^{γ_t − γ_j} per group of channels (diagonal_factors;
+//   in xa with the staged rows below where a group takes more channels there, 43 at K = 128,
+//   else kDiagPairChannels a group in fd), each term (x_ti k_ji)·e^{…} formed where the sums
+//   read it, one thread per entry of either matrix, the channels added in increasing order as
+//   there (the grouping does not change the order of any sum). The group's channels of the sub-chunk's rows of k, q and
 //   bk are first copied into xa (free once the products are done) with an odd row length: read
 //   in place, with rows K floats apart, the sixteen columns j of a warp's entries fell into one
 //   bank (a 16-way conflict on every k load; in Nsight Compute these two loops held 18% of KDA's
@@ -502,7 +525,12 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
     __syncthreads();
     float* const part_p = fd;
     float* const part_a = fd + kSub * kSub;
-    float* const table = fd + 2 * kSub * kSub;
+    // The table and the staged rows in xa where a group takes more channels there than in fd
+    // (diagonal_scores, above); else the table in fd.
+    const int wide = wide_diag_channels(K, 3 * kSub);
+    const int group = wide > kDiagPairChannels ? wide : kDiagPairChannels;
+    float* const table = group == kDiagPairChannels ? fd + 2 * kSub * kSub : xa;
+    float* const stage = table == xa ? xa + kDiagPairs * group : xa;
     for (int a = 0; a < L; a += kSub) {
         const int end = min(L, a + kSub), n = end - a;
         anchor_subchunk_running(q, k, g, a, end, K, xa, ka, b, xb);
@@ -514,16 +542,17 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
             [&](int r, int j, float acc) { A[(a + r) * kChunk + j] = acc; });
         // Past this barrier no warp reads xa (the products are done).
         __syncthreads();
-        for (int i0 = 0; i0 < K; i0 += kDiagPairChannels) {
-            const int nc = min(kDiagPairChannels, K - i0);
+        for (int i0 = 0; i0 < K; i0 += group) {
+            const int nc = min(group, K - i0);
             const bool first = i0 == 0, last = i0 + nc == K;
-            diagonal_factors(g, a, n, K, i0, nc, kDiagPairChannels, table);
-            // Copied beside the walks (other threads, other scratch). 3·kSub rows of S ≤ K + 1
-            // floats fit in xa's C·K for any K ≥ 3.
-            const int S = nc | 1;
-            float* const kT = xa;
-            float* const qT = xa + kSub * S;
-            float* const bkT = xa + 2 * kSub * S;
+            diagonal_factors(g, a, n, K, i0, nc, group, table);
+            // Copied beside the walks (other threads, other scratch): 3·kSub rows of S floats, S
+            // odd, past the table in xa (which wide_diag_channels sized for both), or at xa's
+            // start, where 3·kSub rows of S ≤ K + 1 floats fit for any K ≥ 3.
+            const int S = table == xa ? group : nc | 1;
+            float* const kT = stage;
+            float* const qT = stage + kSub * S;
+            float* const bkT = stage + 2 * kSub * S;
             for (int e = nt - 1 - tid; e < n * nc; e += nt) {   // from the block's last thread down
                 const int r = e / nc, c = e % nc, t = a + r, i = i0 + c;
                 kT[r * S + c] = k[t * K + i];
@@ -539,7 +568,7 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
                 const int t = a + tt, j = a + jj;
                 float* part = strict ? part_a : part_p;
                 float acc = first ? 0.0f : part[f];
-                const float* row = table + diag_pair(tt, jj) * kDiagPairChannels;
+                const float* row = table + diag_pair(tt, jj) * group;
                 const float* xt = (strict ? bkT : qT) + tt * S;
                 const float* kt = kT + jj * S;
                 for (int c = 0; c < nc; ++c) acc += (xt[c] * kt[c]) * row[c];

@@ -246,6 +246,11 @@ TEST(GdnCudaEmulated, TensorCoreKernelsAgreeWithOracle) {
             run_case({n + "/strong-decay", m, Shape{1, 150, 1, 1, 16, 16, {}}, true, true, -8.0, -2.0}, ++seed, 2);
         // K and V not multiples of four: rows that 16-byte loads and copies cannot take whole.
         run_case({n + "/odd-head-sizes", m, Shape{1, 70, 1, 2, 6, 10, {}}}, ++seed, 2);
+        // A per-channel gate's diagonal blocks with their table in the anchored operands' scratch
+        // (wide_diag_channels: 33 channels a group at K = 96), and a partial sub-chunk; seeds of
+        // their own, so the cases above keep theirs.
+        if (m.gate == GateKind::channel)
+            run_case({n + "/wide-diagonal-groups", m, Shape{1, 40, 1, 1, 96, 16, {}}}, 1090u + m.delta, 2);
     }
 }
 
