@@ -403,9 +403,11 @@ __device__ __forceinline__ void balanced_walks(int n, int nc, Walk walk) {
 
 // The factors e^{γ_t − γ_j} of the diagonal block of the sub-chunk [a, a + n), channels i0 to
 // i0 + nc − 1, into table[diag_pair(tt, jj)·stride + c] (t = a + tt, j = a + jj, i = i0 + c): one
-// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks), each exponential taken
-// where its walk reaches it, as diagonal_scores does. Ends without a barrier: a caller syncs
-// before anything reads the table.
+// walk per (jj, c), t upwards with a running Kahan sum (balanced_walks), writes the exponents;
+// after a barrier every thread takes exponentials of them in place (the same bits). Unlike
+// diagonal_scores' walks, these gained from it: with the exponentials inside the walks KDA's
+// forward took 1.04 times as long on an H100, and GLA's and KDA's forward+backward 1.01–1.04
+// (bench/RESULTS.md). Ends without a barrier after those.
 __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, int K, int i0, int nc, int stride,
                                                  float* table) {
     balanced_walks(n, nc, [&](int jj, int c) {
@@ -413,9 +415,14 @@ __device__ __forceinline__ void diagonal_factors(const float* g, int a, int n, i
         KahanSum range;
         for (int tt = jj; tt < n; ++tt) {
             if (tt > jj) range.add(g[(a + tt) * K + i]);
-            table[diag_pair(tt, jj) * stride + c] = exp_rn(range.sum);
+            table[diag_pair(tt, jj) * stride + c] = range.sum;
         }
     });
+    __syncthreads();
+    for (int e = threadIdx.x; e < diag_pair(n, 0) * nc; e += blockDim.x) {
+        float& f = table[(e / nc) * stride + e % nc];
+        f = exp_rn(f);
+    }
 }
 
 __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, const float* g, int a, int end, int K,
@@ -540,15 +547,15 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
         block_mma<4, false, false, 1, AHEAD>(
             n, a, K, [&](int r, int i) { return xb[r * K + i]; }, [&](int i, int j) { return ka[j * K + i]; },
             [&](int r, int j, float acc) { A[(a + r) * kChunk + j] = acc; });
-        // Past this barrier no warp reads xa (the products are done).
+        // Past this barrier no warp reads xa (the products are done), so the table may take it.
         __syncthreads();
         for (int i0 = 0; i0 < K; i0 += group) {
             const int nc = min(group, K - i0);
             const bool first = i0 == 0, last = i0 + nc == K;
             diagonal_factors(g, a, n, K, i0, nc, group, table);
-            // Copied beside the walks (other threads, other scratch): 3·kSub rows of S floats, S
-            // odd, past the table in xa (which wide_diag_channels sized for both), or at xa's
-            // start, where 3·kSub rows of S ≤ K + 1 floats fit for any K ≥ 3.
+            // Copied beside the exponentials (other threads first, other scratch): 3·kSub rows of
+            // S floats, S odd, past the table in xa (which wide_diag_channels sized for both), or at
+            // xa's start, where 3·kSub rows of S ≤ K + 1 floats fit for any K ≥ 3.
             const int S = table == xa ? group : nc | 1;
             float* const kT = stage;
             float* const qT = stage + kSub * S;
