@@ -512,11 +512,12 @@ __device__ void gated_scores_tc(const float* x, const float* k, const float* g, 
 //   in xa with the staged rows below where a group takes more channels there, 43 at K = 128,
 //   else kDiagPairChannels a group in fd), each term (x_ti k_ji)·e^{…} formed where the sums
 //   read it, one thread per entry of either matrix, the channels added in increasing order as
-//   there (the grouping does not change the order of any sum). The group's channels of the sub-chunk's rows of k, q and
-//   bk are first copied into xa (free once the products are done) with an odd row length: read
-//   in place, with rows K floats apart, the sixteen columns j of a warp's entries fell into one
-//   bank (a 16-way conflict on every k load; in Nsight Compute these two loops held 18% of KDA's
-//   prepare_chunks_tc, throttled on shared memory). The same floats, so the same bits.
+//   there (the grouping does not change the order of any sum). The group's channels of the
+//   sub-chunk's rows of k, q and bk are first copied into xa (free once the products are done)
+//   with an odd row length: read in place, with rows K floats apart, the sixteen columns j of a
+//   warp's entries fell into one bank (a 16-way conflict on every k load; in Nsight Compute
+//   these two loops held 18% of KDA's prepare_chunks_tc, throttled on shared memory). The same
+//   floats, so the same bits.
 // bk_t = β_t k_t is formed from b (C, zero past L) and k as prepare_chunks_tc's tile of it is.
 // xb is scratch of kSub rows of K past the anchored k's rows (a < C − kSub + 1 always leaves
 // ka's rows from C − kSub on unused); fd is C×C scratch. Ends with a barrier.
