@@ -381,9 +381,21 @@ __device__ __forceinline__ int wide_diag_channels(int K, int extra) {
     const int most = min(kWideDiagChannels, kChunk * K / (kDiagPairs + extra));
     if (most < 1) return 0;
     const int groups = (K + most - 1) / most;
-    const int even = (K + groups - 1) / groups;   // at most `most`
-    if (even % 2 == 1) return even;
-    return even + 1 <= most ? even + 1 : even - 1;
+    const int balanced = (K + groups - 1) / groups;   // at most `most`
+    if (balanced % 2 == 1) return balanced;
+    return balanced + 1 <= most ? balanced + 1 : balanced - 1;
+}
+
+// Where a group of the diagonal blocks' table lives and how many channels it takes: in xa (C×K
+// scratch, free once the products before it are done) where wide_diag_channels gives more than
+// `narrow`, the most that fd_table (in the C×C scratch, beside the partial sums) holds; else there.
+struct DiagTable {
+    int group;
+    float* table;
+};
+__device__ __forceinline__ DiagTable diag_table(int K, int extra, int narrow, float* fd_table, float* xa) {
+    const int wide = wide_diag_channels(K, extra);
+    return wide > narrow ? DiagTable{wide, xa} : DiagTable{narrow, fd_table};
 }
 
 // walk(jj, c) for every jj < n and c < nc, spread over the block so that the threads' shares are
@@ -429,11 +441,11 @@ __device__ __forceinline__ void diagonal_scores(const float* x, const float* k, 
                                                 bool strict, float* M, float* fd, float* xa) {
     const int tid = threadIdx.x, nt = blockDim.x, n = end - a;
     float* part = fd;
-    // The table in xa (free once the products that read it are done) where a group takes more
-    // channels there than in fd: fewer groups, so fewer barriers and more threads walking.
-    const int wide = wide_diag_channels(K, 0);
-    const int group = wide > kDiagChannels ? wide : kDiagChannels;
-    float* table = group == kDiagChannels ? fd + kSub * kSub : xa;
+    // The table in xa where a group takes more channels there: fewer groups, so fewer barriers
+    // and more threads walking.
+    const DiagTable placed = diag_table(K, 0, kDiagChannels, fd + kSub * kSub, xa);
+    const int group = placed.group;
+    float* const table = placed.table;
     if (table == xa) __syncthreads();
     for (int i0 = 0; i0 < K; i0 += group) {
         const int nc = min(group, K - i0);
@@ -533,11 +545,11 @@ __device__ void gated_score_pair_tc(const float* q, const float* k, const float*
     __syncthreads();
     float* const part_p = fd;
     float* const part_a = fd + kSub * kSub;
-    // The table and the staged rows in xa where a group takes more channels there than in fd
-    // (diagonal_scores, above); else the table in fd.
-    const int wide = wide_diag_channels(K, 3 * kSub);
-    const int group = wide > kDiagPairChannels ? wide : kDiagPairChannels;
-    float* const table = group == kDiagPairChannels ? fd + 2 * kSub * kSub : xa;
+    // The table and the staged rows in xa where a group takes more channels there; else the
+    // table in fd.
+    const DiagTable placed = diag_table(K, 3 * kSub, kDiagPairChannels, fd + 2 * kSub * kSub, xa);
+    const int group = placed.group;
+    float* const table = placed.table;
     float* const stage = table == xa ? xa + kDiagPairs * group : xa;
     for (int a = 0; a < L; a += kSub) {
         const int end = min(L, a + kSub), n = end - a;
