@@ -77,6 +77,19 @@ Token<Real> load_token(const Problem& p, const Layout& L, const Real* q, const R
     return tk;
 }
 
+// The magnitude of a product of two operand magnitudes a, b ≥ 0, each floored at `floor` (the
+// header's operand_floor): ½(⌊a⌋·b + a·⌊b⌋), which is a·b bit for bit when neither lies below the
+// floor and when the floor is 0.
+template <class Real>
+struct Magnitude {
+    Real floor = 0;
+    Real operand(Real a) const { return a == 0 ? a : std::max(a, floor); }
+    Real product(Real a, Real b) const {
+        if (floor == 0) return a * b;
+        return (Real(0.5) * operand(a)) * b + (Real(0.5) * a) * operand(b);
+    }
+};
+
 // One step of the recurrence. In: S = S_{t−1}, M = M_{t−1}. Out: S = S_t, M = M_t, and the
 // intermediates the adjoint needs: Sd = D_t S_{t−1}, Md = D_t M_{t−1},
 // u = w ⊙ v − Sdᵀ (b ⊙ k) (the vector written into the state along k).
@@ -87,7 +100,7 @@ struct StepScratch {
 
 template <class Real>
 void advance(const Token<Real>& tk, int64_t K, int64_t V, std::vector<Real>& S, std::vector<Real>& M,
-             StepScratch<Real>& x) {
+             StepScratch<Real>& x, Magnitude<Real> mag) {
     x.Sd.resize(K * V);
     x.Md.resize(K * V);
     x.u.assign(V, 0.0);
@@ -103,18 +116,19 @@ void advance(const Token<Real>& tk, int64_t K, int64_t V, std::vector<Real>& S, 
         const Real bk = tk.b * tk.k[i];
         for (int64_t j = 0; j < V; ++j) {
             x.u[j] -= bk * x.Sd[i * V + j];
-            x.pmag[j] += std::abs(bk) * std::abs(x.Sd[i * V + j]);
-            x.u_mag[j] += std::abs(bk) * x.Md[i * V + j];
+            x.pmag[j] += mag.product(std::abs(bk), std::abs(x.Sd[i * V + j]));
+            x.u_mag[j] += mag.product(std::abs(bk), x.Md[i * V + j]);
         }
     }
     for (int64_t j = 0; j < V; ++j) {
         x.u[j] += tk.w * tk.v[j];
-        x.u_mag[j] += std::abs(tk.w * tk.v[j]);
+        x.u_mag[j] += mag.product(std::abs(tk.w), std::abs(tk.v[j]));
     }
     for (int64_t i = 0; i < K; ++i)
         for (int64_t j = 0; j < V; ++j) {
             S[i * V + j] = x.Sd[i * V + j] + tk.k[i] * x.u[j];
-            M[i * V + j] = x.Md[i * V + j] + std::abs(tk.k[i]) * (x.pmag[j] + std::abs(tk.w * tk.v[j]));
+            const Real written = x.pmag[j] + mag.product(std::abs(tk.w), std::abs(tk.v[j]));
+            M[i * V + j] = x.Md[i * V + j] + mag.product(std::abs(tk.k[i]), written);
         }
 }
 
@@ -141,23 +155,24 @@ void forward_in(const Problem& p, const ForwardArgsT<Real>& a) {
     std::vector<Real> S, M;
     const Real scale = Real(p.scale);
     StepScratch<Real> x;
+    const Magnitude<Real> mag{a.operand_floor};
     for (int64_t n = 0; n < p.shape.sequences(); ++n) {
         const Sequence& seq = L.seqs[n];
         for (int64_t hv = 0; hv < p.shape.HV; ++hv) {
             init_state(p, L, a.h0, n, hv, S, M);
             for (int64_t t = 0; t < seq.length; ++t) {
                 const Token<Real> tk = load_token(p, L, a.q, a.k, a.v, a.g, a.beta, seq, t, hv);
-                advance(tk, K, V, S, M, x);
+                advance(tk, K, V, S, M, x, mag);
                 Real* o = a.o + L.vo(seq, t, hv);
                 Real* os = a.o_scale ? a.o_scale + L.vo(seq, t, hv) : nullptr;
                 for (int64_t j = 0; j < V; ++j) {
-                    Real acc = 0.0, mag = 0.0;
+                    Real acc = 0.0, sum = 0.0;
                     for (int64_t i = 0; i < K; ++i) {
                         acc += tk.q[i] * S[i * V + j];
-                        mag += std::abs(tk.q[i]) * M[i * V + j];
+                        sum += mag.product(std::abs(tk.q[i]), M[i * V + j]);
                     }
                     o[j] = scale * acc;
-                    if (os) os[j] = std::abs(p.scale) * mag;
+                    if (os) os[j] = std::abs(p.scale) * sum;
                 }
             }
             for (int64_t e = 0; e < KV; ++e) {
@@ -201,6 +216,7 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
     std::vector<std::vector<Real>> S_prev, M_prev;   // inside the current segment
     std::vector<std::vector<Real>> S_ckpt, M_ckpt;   // at segment starts
     StepScratch<Real> x;
+    const Magnitude<Real> mag{a.operand_floor};
     for (int64_t n = 0; n < s.sequences(); ++n) {
         const Sequence& seq = L.seqs[n];
         const int64_t segments = (seq.length + kSegment - 1) / kSegment;
@@ -214,7 +230,7 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                     S_ckpt[t / kSegment] = S;
                     M_ckpt[t / kSegment] = M;
                 }
-                advance(token(t), K, V, S, M, x);
+                advance(token(t), K, V, S, M, x, mag);
             }
             dS.assign(KV, 0.0);
             G.assign(KV, 0.0);
@@ -223,7 +239,7 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                 for (int64_t e = 0; e < KV; ++e) {
                     dS[e] = a.dht[L.state(n, hv) + e];
                     G[e] = std::abs(dS[e]);
-                    R[e / V] += G[e] * M[e];   // M holds M_T here
+                    R[e / V] += mag.product(G[e], M[e]);   // M holds M_T here
                 }
             for (int64_t sg = segments - 1; sg >= 0; --sg) {
                 const int64_t t0 = sg * kSegment, t1 = std::min(seq.length, t0 + kSegment);
@@ -234,18 +250,18 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                 for (int64_t t = t0; t < t1; ++t) {
                     S_prev[t - t0] = S;
                     M_prev[t - t0] = M;
-                    if (t + 1 < t1) advance(token(t), K, V, S, M, x);
+                    if (t + 1 < t1) advance(token(t), K, V, S, M, x, mag);
                 }
                 for (int64_t t = t1 - 1; t >= t0; --t) {
                     const Token<Real> tk = token(t);
                     S_t = S_prev[t - t0];
                     M_t = M_prev[t - t0];
-                    advance(tk, K, V, S_t, M_t, x);   // S_t, M_t; x holds Sd, Md, u
+                    advance(tk, K, V, S_t, M_t, x, mag);   // S_t, M_t; x holds Sd, Md, u
                     const Real* dout = a.d_o + L.vo(seq, t, hv);
                     for (int64_t i = 0; i < K; ++i)
                         for (int64_t j = 0; j < V; ++j) {
                             dS[i * V + j] += scale * tk.q[i] * dout[j];
-                            G[i * V + j] += scale_mag * std::abs(tk.q[i]) * std::abs(dout[j]);
+                            G[i * V + j] += mag.product(scale_mag * std::abs(tk.q[i]), std::abs(dout[j]));
                         }
                     const int64_t qk = L.qk(seq, t, hv), vo = L.vo(seq, t, hv);
                     du.assign(V, 0.0);
@@ -254,21 +270,22 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                         Real dq = 0.0, dq_mag = 0.0, dk = 0.0, dk_mag = 0.0;
                         for (int64_t j = 0; j < V; ++j) {
                             dq += S_t[i * V + j] * dout[j];
-                            dq_mag += M_t[i * V + j] * std::abs(dout[j]);
+                            dq_mag += mag.product(M_t[i * V + j], std::abs(dout[j]));
                             dk += dS[i * V + j] * x.u[j];
-                            dk_mag += G[i * V + j] * x.u_mag[j];
+                            dk_mag += mag.product(G[i * V + j], x.u_mag[j]);
                             du[j] += dS[i * V + j] * tk.k[i];
-                            du_mag[j] += G[i * V + j] * std::abs(tk.k[i]);
+                            du_mag[j] += mag.product(G[i * V + j], std::abs(tk.k[i]));
                         }
                         a.dq[qk + i] += scale * dq;
                         a.dk[qk + i] += dk;
-                        R[i] += std::abs(tk.q[i]) * scale_mag * dq_mag + std::abs(tk.k[i]) * dk_mag;
+                        R[i] += mag.product(std::abs(tk.q[i]) * scale_mag, dq_mag) +
+                                mag.product(std::abs(tk.k[i]), dk_mag);
                         if (a.dq_scale) a.dq_scale[qk + i] += scale_mag * dq_mag;
                         if (a.dk_scale) a.dk_scale[qk + i] += dk_mag;
                     }
                     for (int64_t j = 0; j < V; ++j) {
                         a.dv[vo + j] = tk.w * du[j];
-                        if (a.dv_scale) a.dv_scale[vo + j] = std::abs(tk.w) * du_mag[j];
+                        if (a.dv_scale) a.dv_scale[vo + j] = mag.product(std::abs(tk.w), du_mag[j]);
                     }
                     dSd = dS;
                     Gd = G;
@@ -279,24 +296,24 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                         Real dw = 0.0, dw_mag = 0.0, db = 0.0, db_mag = 0.0;
                         for (int64_t j = 0; j < V; ++j) {
                             dw += tk.v[j] * du[j];
-                            dw_mag += std::abs(tk.v[j]) * du_mag[j];
+                            dw_mag += mag.product(std::abs(tk.v[j]), du_mag[j]);
                         }
                         std::vector<Real> kdS(V, 0.0);
                         for (int64_t i = 0; i < K; ++i)
                             for (int64_t j = 0; j < V; ++j) {
                                 dbk[i] -= x.Sd[i * V + j] * du[j];
-                                dbk_mag[i] += x.Md[i * V + j] * du_mag[j];
-                                kdS[j] += std::abs(tk.k[i]) * std::abs(dS[i * V + j]);
+                                dbk_mag[i] += mag.product(x.Md[i * V + j], du_mag[j]);
+                                kdS[j] += mag.product(std::abs(tk.k[i]), std::abs(dS[i * V + j]));
                             }
                         for (int64_t i = 0; i < K; ++i) {
                             a.dk[qk + i] += tk.b * dbk[i];
-                            if (a.dk_scale) a.dk_scale[qk + i] += std::abs(tk.b) * dbk_mag[i];
+                            if (a.dk_scale) a.dk_scale[qk + i] += mag.product(std::abs(tk.b), dbk_mag[i]);
                             db += tk.k[i] * dbk[i];
-                            db_mag += std::abs(tk.k[i]) * dbk_mag[i];
-                            R[i] += Real(2) * std::abs(tk.b * tk.k[i]) * dbk_mag[i];
+                            db_mag += mag.product(std::abs(tk.k[i]), dbk_mag[i]);
+                            R[i] += Real(2) * mag.product(std::abs(tk.b * tk.k[i]), dbk_mag[i]);
                             for (int64_t j = 0; j < V; ++j) {
                                 dSd[i * V + j] -= tk.b * tk.k[i] * du[j];
-                                Gd[i * V + j] += std::abs(tk.b * tk.k[i]) * kdS[j];
+                                Gd[i * V + j] += mag.product(std::abs(tk.b * tk.k[i]), kdS[j]);
                             }
                         }
                         const int64_t hb = L.head(seq, t, hv);
@@ -309,7 +326,7 @@ void backward_in(const Problem& p, const BackwardArgsT<Real>& a) {
                             Real dg = 0.0, dg_mag = 0.0;
                             for (int64_t j = 0; j < V; ++j) {
                                 dg += dSd[i * V + j] * x.Sd[i * V + j];
-                                dg_mag += Gd[i * V + j] * x.Md[i * V + j];
+                                dg_mag += mag.product(Gd[i * V + j], x.Md[i * V + j]);
                             }
                             dg_mag += R[i];
                             if (p.member.gate == GateKind::channel) {

@@ -32,6 +32,14 @@
 // state is not enlarged by it, whereas Σ|terms| over the unrolled product grows like
 // Π(1 + β‖k‖₁²) and would bound nothing useful. The backward mirrors this with a gradient
 // magnitude G_t (see backward()).
+//
+// operand_floor (OracleArgs::operand_floor: 0, or the smallest normal N_F of the operand format
+// a contract allows) floors the magnitude of every operand of every product in these recursions:
+// a product a·b enters as ½(⌊a⌋·|b| + |a|·⌊b⌋) with ⌊x⌋ = max(|x|, N_F) for x ≠ 0 (⌊0⌋ = 0),
+// the magnitude states and gradient magnitudes included, so that a scale still bounds what
+// rounding an operand to that format flushes at subnormal scale (docs/gdn.md, "The magnitude
+// scale s_i"). Where no operand magnitude lies below the floor, every scale is the unfloored one
+// bit for bit.
 #pragma once
 
 #include "../problem.hpp"
@@ -51,6 +59,7 @@ struct ForwardArgsT {
     Real* ht = nullptr;         // final state; may be null
     Real* o_scale = nullptr;    // magnitude scales; may be null
     Real* ht_scale = nullptr;
+    Real operand_floor = 0;     // above
 };
 using ForwardArgs = ForwardArgsT<double>;
 using ForwardArgsF32 = ForwardArgsT<float>;
@@ -82,6 +91,7 @@ struct BackwardArgsT {
     Real* dg_scale = nullptr;
     Real* dbeta_scale = nullptr;
     Real* dh0_scale = nullptr;
+    Real operand_floor = 0;     // as in ForwardArgsT
 };
 using BackwardArgs = BackwardArgsT<double>;
 using BackwardArgsF32 = BackwardArgsT<float>;

@@ -146,6 +146,7 @@ void gdn_forward(const OracleArgs& a) {
     fa.o_scale = o_scale.data();
     fa.ht = ht.data();
     fa.ht_scale = ht_scale.data();
+    fa.operand_floor = a.operand_floor;
     gdn::forward(ops.problem, fa);
     write_values(a.outputs[0], o);
     write_values(a.scales[0], o_scale);
@@ -200,6 +201,7 @@ void gdn_backward(const OracleArgs& a) {
         check_shape(sig, "output", j, a.outputs[j], outs[j].shape);
         check_shape(sig, "scale", j, a.scales[j], outs[j].shape);
     }
+    ba.operand_floor = a.operand_floor;
     gdn::backward(ops.problem, ba);
     for (size_t j = 0; j < outs.size(); ++j) {
         write_values(a.outputs[j], outs[j].value);

@@ -36,6 +36,7 @@ struct Case {
     Shape shape;
     bool h0 = true, dht = true;
     double g_lo = -1.0, g_hi = 0.0;   // log decay drawn from U(g_lo, g_hi)
+    double state_scale = 1.0;         // v and h0 multiplied by it (before any rounding to bf16)
 };
 
 struct Inputs {
@@ -61,19 +62,22 @@ Inputs draw(const Problem& p, const Case& c, uint32_t seed) {
     fill(in.h0, s.state_size(), [&] { return n01(rng); });
     fill(in.d_o, s.v_size(), [&] { return n01(rng); });
     fill(in.dht, s.state_size(), [&] { return n01(rng); });
+    for (std::vector<float>* x : {&in.v, &in.h0})
+        for (float& e : *x) e = static_cast<float>(e * c.state_scale);
     return in;
 }
 
 std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 // The largest ratio |y − y*| / τ over an output; u_op: the operand format's unit roundoff, whose
-// term 2·u_op·s a contract that declares bf16 operands adds (docs/gates.md).
+// term 2·u_op·s a contract that declares bf16 operands adds (docs/gates.md); η = 2^-150, what a
+// float32 product that underflows loses.
 double ratio(const std::vector<float>& y, const std::vector<double>& ref, const std::vector<double>& s, double K,
              double u_op = 0.0) {
-    const double u = 0x1p-24, c = 4.0, tiny = std::numeric_limits<float>::min() * 0x1p-23;
+    const double u = 0x1p-24, c = 4.0, eta = 0x1p-150, tiny = std::numeric_limits<float>::min() * 0x1p-23;
     double r = 0.0;
     for (size_t i = 0; i < y.size(); ++i) {
-        const double tau = c * u * std::sqrt(K) * s[i] + 2 * u_op * s[i] + u * std::abs(ref[i]) + tiny;
+        const double tau = c * std::sqrt(K) * (u * s[i] + eta) + 2 * u_op * s[i] + u * std::abs(ref[i]) + tiny;
         const double e = std::abs(double(y[i]) - ref[i]) / tau;
         if (std::isnan(e)) return std::numeric_limits<double>::quiet_NaN();
         r = std::max(r, e);
@@ -96,8 +100,9 @@ struct Ratios {
 };
 
 // bf16: the chunked implementation with bf16 operands, on inputs q, k, v, do that are bf16 values
-// (as the bf16 contracts draw them), judged with the operand term of u(bf16) = 2^-8.
-Ratios run_case(const Case& c, uint32_t seed, bool bf16 = false) {
+// (as the bf16 contracts draw them), judged with the operand term of u(bf16) = 2^-8, the oracle's
+// scales floored at `floor` (the oracle's operand_floor).
+Ratios run_case(const Case& c, uint32_t seed, bool bf16 = false, double floor = 0.0) {
     Problem p{c.member, c.shape, 1.0 / std::sqrt(double(c.shape.K))};
     const Shape& s = p.shape;
     Inputs in = draw(p, c, seed);
@@ -109,7 +114,7 @@ Ratios run_case(const Case& c, uint32_t seed, bool bf16 = false) {
     // Reference.
     std::vector<double> o(s.v_size()), os(s.v_size()), ht(s.state_size()), hts(s.state_size());
     kcv::gdn::ForwardArgs fa{q.data(), k.data(), v.data(), g.data(), beta.data(), c.h0 ? h0.data() : nullptr,
-                             o.data(), ht.data(), os.data(), hts.data()};
+                             o.data(), ht.data(), os.data(), hts.data(), floor};
     kcv::gdn::forward(p, fa);
     std::vector<double> dq(s.qk_size()), dk(s.qk_size()), dv(s.v_size()), dg(s.g_size(p.member.gate)),
         dbeta(s.beta_size()), dh0(s.state_size());
@@ -120,6 +125,7 @@ Ratios run_case(const Case& c, uint32_t seed, bool bf16 = false) {
     ba.dq = dq.data(); ba.dk = dk.data(); ba.dv = dv.data(); ba.dg = dg.data(); ba.dbeta = dbeta.data();
     ba.dh0 = dh0.data(); ba.dq_scale = dqs.data(); ba.dk_scale = dks.data(); ba.dv_scale = dvs.data();
     ba.dg_scale = dgs.data(); ba.dbeta_scale = dbetas.data(); ba.dh0_scale = dh0s.data();
+    ba.operand_floor = floor;
     kcv::gdn::backward(p, ba);
     // Chunked float32, outputs poisoned with NaN so an unwritten element fails.
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -205,6 +211,39 @@ TEST(GdnChunked, WithBf16OperandsAgreesWithOracleUnderTheBf16OperandModel) {
         std::printf("  %-34s %s\n", c.name.c_str(), r.str().c_str());
     }
     std::printf("  largest r of the delta members' ht: %.3f\n", delta_ht);
+}
+
+// The oracle's operand floor (what a contract that declares bf16 operands passes it, bf16's
+// smallest normal 2^-126) against the chunked implementation with bf16 operands, on v and h0
+// scaled down so that the states, outputs and most gradients lie at or below bf16's subnormal
+// range, where rounding an intermediate to bf16 loses up to 2^-134 whatever its size. Unfloored,
+// the bound 2·u(bf16)·s is relative and fails every member at 2^-130 (largest r 4–49); floored,
+// every output is within it (the delta members' final state printed, not asserted, as above).
+// At normal scale the floor changes no ratio. Not asserted: at 2^-135, where bf16 rounds most of
+// v to zero, dk of the members without the delta term reaches r = 1.32, because the chunked form
+// rounds the contraction dO·Vᵀ as one operand while the token form floors only its few nonzero
+// terms (docs/gdn.md, "The magnitude scale s_i").
+TEST(GdnChunked, OperandFloorBoundsBf16OperandsAtSubnormalScale) {
+    constexpr double kBf16MinNormal = 0x1p-126;
+    uint32_t seed = 3000;
+    for (Member m : kcv::gdn::all_members()) {
+        const std::string name = kcv::gdn::member_name(m);
+        ++seed;
+        Case normal{name + "/unscaled", m, Shape{1, 130, 2, 4, 32, 32, {}}};
+        const Ratios plain = run_case(normal, seed, true), floored = run_case(normal, seed, true, kBf16MinNormal);
+        for (size_t i = 0; i < plain.r.size(); ++i)
+            EXPECT_EQ(plain.r[i].second, floored.r[i].second) << normal.name << ", " << plain.r[i].first;
+        for (int e : {-126, -130, -140}) {
+            Case c{name + "/states-2^" + std::to_string(e), m, Shape{1, 130, 2, 4, 32, 32, {}}};
+            c.state_scale = std::ldexp(1.0, e);
+            const Ratios unfloored = run_case(c, seed, true), r = run_case(c, seed, true, kBf16MinNormal);
+            for (const auto& [out, value] : r.r)
+                if (!(m.delta && out == "ht")) EXPECT_LE(value, 1.0) << c.name << ", " << out << ": " << r.str();
+            if (e == -130) EXPECT_GT(unfloored.max(), 1.0) << c.name << ": " << unfloored.str();
+            std::printf("  %-34s unfloored %s\n  %-34s floored   %s\n", c.name.c_str(), unfloored.str().c_str(), "",
+                        r.str().c_str());
+        }
+    }
 }
 
 TEST(GdnChunked, IsBitwiseDeterministic) {

@@ -505,6 +505,38 @@ TEST(GdnOracleRegistry, ForwardAndBackwardAreRegisteredAndAgreeWithTheLibrary) {
         for (int64_t i = 0; i < out[j].numel(); ++i) ASSERT_EQ(out[j].get(i), (*want[j])[i]) << "output " << j;
 }
 
+// A contract that allows bf16 or tf32 operands passes the oracle that format's smallest normal
+// N = 2^-126, and every product's operands enter the scales floored at it. Linear attention, one
+// token, K = V = 1, q = k = do = 1, v = 2^-130: the state's written term k·v has magnitude
+// ½(2^-130 + N) = 2^-127 + 2^-131, the state's M = ½(that + N) = 2^-127 + 2^-128 + 2^-132, and o's
+// scale ½(M + N) = 2^-127 + 2^-128 + 2^-129 + 2^-133, as is dq's (the product S·do); dk's is dS·u,
+// ½(u + N) = M. Unfloored, all four are 2^-130; dv = do·k stays 1.
+TEST(GdnOracleRegistry, OperandFloorReachesTheScales) {
+    constexpr double N = 0x1p-126;
+    const std::vector<kcv::Tensor> fwd_in = {f64_tensor({1, 1, 1, 1}, {1}), f64_tensor({1, 1, 1, 1}, {1}),
+                                             f64_tensor({1, 1, 1, 1}, {0x1p-130})};
+    std::vector<kcv::Tensor> bwd_in = fwd_in;
+    bwd_in.push_back(f64_tensor({1, 1, 1, 1}, {1}));
+    const double M = 0x1p-127 + 0x1p-128 + 0x1p-132, o_scale = 0x1p-127 + 0x1p-128 + 0x1p-129 + 0x1p-133;
+    for (const double floor : {0.0, N}) {
+        SCOPED_TRACE("operand floor " + std::to_string(floor));
+        std::vector<kcv::Tensor> out, scales;
+        kcv::run_oracle("gdn_forward", fwd_in, {}, {{1, 1, 1, 1}, {1, 1, 1, 1}}, out, scales, {}, nullptr, floor);
+        EXPECT_EQ(out[0].get(0), 0x1p-130);
+        EXPECT_EQ(out[1].get(0), 0x1p-130);
+        EXPECT_EQ(scales[0].get(0), floor == 0 ? 0x1p-130 : o_scale);
+        EXPECT_EQ(scales[1].get(0), floor == 0 ? 0x1p-130 : M);
+        kcv::run_oracle("gdn_backward", bwd_in, {}, {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}}, out, scales, {},
+                        nullptr, floor);
+        EXPECT_EQ(out[0].get(0), 0x1p-130);   // dq
+        EXPECT_EQ(out[1].get(0), 0x1p-130);   // dk
+        EXPECT_EQ(out[2].get(0), 1.0);        // dv
+        EXPECT_EQ(scales[0].get(0), floor == 0 ? 0x1p-130 : o_scale);
+        EXPECT_EQ(scales[1].get(0), floor == 0 ? 0x1p-130 : M);
+        EXPECT_EQ(scales[2].get(0), 1.0);
+    }
+}
+
 TEST(GdnOracleRegistry, RefusesNonFloat64AndBadShapes) {
     const kcv::OracleFn fwd = kcv::find_oracle("gdn_forward");
     ASSERT_NE(fwd, nullptr);
