@@ -31,9 +31,9 @@ struct OracleArgs {
     // floors each operand's magnitude at N_F, s_i = Σ ½·(max(|a|, N_F)·|b| + |a|·max(|b|, N_F)),
     // so that the operand term 2·u(F)·s_i bounds that rounding at every scale. Wherever no
     // operand is below N_F this is Σ|a·b|, bit for bit (a zero operand stays zero: it rounds
-    // exactly). matmul, bmm, sum, mean and cumsum floor their scales. The others do not: the
-    // normalisations' and softmax's scales are not sums of products of the inputs, and the
-    // recurrence's (gdn_*) would floor its carried magnitude state, which is not written yet.
+    // exactly). matmul, bmm, sum, mean, cumsum and the recurrence's gdn_forward and gdn_backward
+    // (every product of their magnitude recursions) floor their scales. The others do not: the
+    // normalisations' and softmax's scales are not sums of products of the inputs.
     double operand_floor = 0;
 };
 
