@@ -120,15 +120,17 @@ void advance(const Token<Real>& tk, int64_t K, int64_t V, std::vector<Real>& S, 
             x.u_mag[j] += mag.product(std::abs(bk), x.Md[i * V + j]);
         }
     }
+    // pmag becomes the magnitude of what is written along k: |b ⊙ k|ᵀ|Sd| + |w ⊙ v|.
     for (int64_t j = 0; j < V; ++j) {
+        const Real wv = mag.product(std::abs(tk.w), std::abs(tk.v[j]));
         x.u[j] += tk.w * tk.v[j];
-        x.u_mag[j] += mag.product(std::abs(tk.w), std::abs(tk.v[j]));
+        x.u_mag[j] += wv;
+        x.pmag[j] += wv;
     }
     for (int64_t i = 0; i < K; ++i)
         for (int64_t j = 0; j < V; ++j) {
             S[i * V + j] = x.Sd[i * V + j] + tk.k[i] * x.u[j];
-            const Real written = x.pmag[j] + mag.product(std::abs(tk.w), std::abs(tk.v[j]));
-            M[i * V + j] = x.Md[i * V + j] + mag.product(std::abs(tk.k[i]), written);
+            M[i * V + j] = x.Md[i * V + j] + mag.product(std::abs(tk.k[i]), x.pmag[j]);
         }
 }
 
