@@ -3,7 +3,9 @@
 // product through the WY/UT transform, dg as a reverse cumulative sum of dγ), computed under
 // IEEE defaults whatever the caller's MXCSR holds. Inputs f32, bf16 or f16 with any strides;
 // outputs rounded to their dtype. Self-contained: the problem checks and the chunked
-// implementation are compiled in here.
+// implementation are compiled in here. gdn_backward_bf16_operands.cpp compiles this file with
+// KCV_GDN_CONTROL_BF16_OPERANDS set: the same algorithm with its intermediates rounded to bf16, for
+// the contracts that allow bf16 operands.
 #include <exception>
 #include <string>
 
@@ -14,6 +16,15 @@
 #include "../../gdn/cpu/kcv_call_io.hpp"
 #include "../../gdn/problem.cpp"
 
+#ifndef KCV_GDN_CONTROL_BF16_OPERANDS
+#define KCV_GDN_CONTROL_BF16_OPERANDS false
+#define KCV_GDN_CONTROL_NAME "gdn_backward"
+#define KCV_GDN_CONTROL_TITLE "float32 chunked recurrence adjoint, CPU"
+#define KCV_GDN_CONTROL_OPERANDS ""
+#define KCV_GDN_CONTROL_CONTRACTS                                                                                   \
+    R"j("gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla", "gdn-backward-gdn", "gdn-backward-kda")j"
+#endif
+
 namespace {
 thread_local std::string last_error;
 }
@@ -23,7 +34,11 @@ extern "C" {
 int kcv_kernel(const kcv_call* call) {
     try {
         kcvk::IeeeEnvironment ieee;
-        kcv::gdn::cpu::serve_backward<kcv::gdn::cpu::BackwardArgs>(call, kcv::gdn::cpu::chunked_backward);
+        using namespace kcv::gdn;
+        cpu::serve_backward<cpu::BackwardArgs>(call, [](const Problem& p, cpu::BackwardArgs a) {
+            a.bf16_operands = KCV_GDN_CONTROL_BF16_OPERANDS;
+            cpu::chunked_backward(p, a);
+        });
         return 0;
     } catch (const std::exception& e) {
         last_error = e.what();
@@ -31,15 +46,15 @@ int kcv_kernel(const kcv_call* call) {
     }
 }
 
-const char* kcv_kernel_name(void) { return "gdn_backward (float32 chunked recurrence adjoint, CPU)"; }
+const char* kcv_kernel_name(void) { return KCV_GDN_CONTROL_NAME " (" KCV_GDN_CONTROL_TITLE ")"; }
 
 const char* kcv_kernel_last_error(void) { return last_error.c_str(); }
 
 const char* kcv_kernel_manifest(void) {
-    return R"j({"role": "control", "name": "gdn_backward",)j"
-           R"j( "description": "float32 chunked gated linear recurrence backward (reverse state scan, VJP through the WY/UT transform)",)j"
-           R"j( "contracts": ["gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla",)j"
-           R"j( "gdn-backward-gdn", "gdn-backward-kda"]})j";
+    return R"j({"role": "control", "name": ")j" KCV_GDN_CONTROL_NAME R"j(",)j"
+           R"j( "description": "float32 chunked gated linear recurrence backward (reverse state scan, VJP through the WY/UT transform))j"
+           KCV_GDN_CONTROL_OPERANDS R"j(",)j"
+           R"j( "contracts": [)j" KCV_GDN_CONTROL_CONTRACTS R"j(]})j";
 }
 
 }  // extern "C"

@@ -289,6 +289,40 @@ TEST(Verify, Tf32MatmulPassesMatmulTf32AndFailsMatmulF32) {
     EXPECT_EQ(gate(r, "PRC-03").signature, std::vector<std::string>{"operands-rounded:bf16"});
 }
 
+// The recurrence's contracts that allow bf16 operands (contracts/gdn-*-bf16-operands.toml) are
+// satisfiable by the kernels they are for: the chunked algorithm with every materialised operand
+// rounded to bf16, their positive control, passes every gate of the GLA forward's. The same
+// library under the contract with float32 operands is a defect that ORD-01 sees (r = 114 on
+// the task's inputs). And the declaration admits operands, not accumulators: a kernel that also carries
+// its state from chunk to chunk in bf16 fails ORD-03 against the control's envelope (2.4 times
+// it on the task's inputs).
+TEST(Verify, RecurrenceWithBf16OperandsPassesItsContractButNotABf16State) {
+    const std::string control = std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_gdn_forward_bf16_operands.so";
+    const Contract c = resolve_contract("gdn-forward-gla-bf16-operands");
+    ASSERT_TRUE(c.semantics.bf16_operands);
+    Record r = verify(c, control, quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    int passed = 0;
+    for (const auto& g : r.gates) {
+        EXPECT_TRUE(g.verdict == Verdict::pass || g.verdict == Verdict::na) << g.id << ": " << g.reason;
+        passed += g.verdict == Verdict::pass;
+    }
+    EXPECT_GE(passed, 10);
+
+    VerifyOptions ord01 = quick_options();
+    ord01.only_gates = {"ORD-01"};
+    r = verify(resolve_contract("gdn-forward-gla-bf16"), control, ord01);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "ORD-01").verdict, Verdict::fail) << gate(r, "ORD-01").reason;
+
+    VerifyOptions ord03 = quick_options();
+    ord03.only_gates = {"ORD-03"};
+    r = verify(c, bad_kernel("gdn_forward_bf16_state"), ord03);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "ORD-03").verdict, Verdict::fail) << gate(r, "ORD-03").reason;
+    EXPECT_EQ(gate(r, "ORD-03").signature, std::vector<std::string>{"thin-margin"});
+}
+
 TEST(Record, FloorPerProfile) {
     Record r;
     GateResult exc02;

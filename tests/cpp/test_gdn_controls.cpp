@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kcv/contract.hpp"
 #include "kcv/kcv_kernel.h"
 #include "loaded_library.hpp"
 // chunked_forward/backward are compiled into the test binary by test_gdn_chunked.cpp.
@@ -92,6 +94,21 @@ TEST(GdnControls, ManifestsNameEveryMemberContract) {
         std::vector<std::string> want;
         for (const char* m : {"linear-attention", "ssd", "gla", "gdn", "kda"}) want.push_back("gdn-" + kind + "-" + m);
         EXPECT_EQ(j.at("contracts").get<std::vector<std::string>>(), want);
+    }
+    // The controls with bf16 operands serve the members whose contracts allow them.
+    for (const char* kind : {"forward", "backward"}) {
+        const std::string name = std::string("gdn_") + kind + "_bf16_operands";
+        Library lib(name);
+        ASSERT_NE(lib.handle, nullptr) << dlerror();
+        const auto j = nlohmann::json::parse(lib.get<const char* (*)()>("kcv_kernel_manifest")());
+        EXPECT_EQ(j.at("role"), "control");
+        EXPECT_EQ(j.at("name"), name);
+        std::vector<std::string> want;
+        for (const char* m : {"linear-attention", "ssd", "gla"})
+            want.push_back(std::string("gdn-") + kind + "-" + m + "-bf16-operands");
+        EXPECT_EQ(j.at("contracts").get<std::vector<std::string>>(), want);
+        const std::vector<std::string> ids = kcv::builtin_contract_ids();
+        for (const std::string& id : want) EXPECT_TRUE(std::binary_search(ids.begin(), ids.end(), id)) << id;
     }
 }
 
