@@ -104,14 +104,14 @@ void bind_oracle(nb::module_& m) {
         "gdn_oracle_forward",
         [](const std::string& member, const In& q, const In& k, const In& v, const std::optional<In>& g,
            const std::optional<In>& beta, const std::optional<In>& h0, double scale,
-           const std::optional<std::vector<int64_t>>& cu_seqlens) {
+           const std::optional<std::vector<int64_t>>& cu_seqlens, double operand_floor) {
             const Problem p = make_problem(member, q, v, scale, cu_seqlens);
             const Common c = check_common(p, q, k, v, g, beta, h0);
             const Shape& s = p.shape;
             std::vector<double> o(s.v_size()), os(s.v_size()), ht(s.state_size()), hts(s.state_size());
             {
                 nb::gil_scoped_release release;
-                forward(p, {c.q, c.k, c.v, c.g, c.beta, c.h0, o.data(), ht.data(), os.data(), hts.data()});
+                forward(p, {c.q, c.k, c.v, c.g, c.beta, c.h0, o.data(), ht.data(), os.data(), hts.data(), operand_floor});
             }
             nb::dict r;
             const auto vshape = dims({s.B, s.T, s.HV, s.V}), sshape = dims({s.sequences(), s.HV, s.K, s.V});
@@ -122,13 +122,14 @@ void bind_oracle(nb::module_& m) {
             return r;
         },
         nb::arg("member"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g").none(), nb::arg("beta").none(),
-        nb::arg("h0").none(), nb::arg("scale"), nb::arg("cu_seqlens").none(),
-        "The float64 token-by-token recurrence: outputs, final state and their magnitude scales.");
+        nb::arg("h0").none(), nb::arg("scale"), nb::arg("cu_seqlens").none(), nb::arg("operand_floor") = 0.0,
+        "The float64 token-by-token recurrence: outputs, final state and their magnitude scales, every "
+        "operand's magnitude floored at operand_floor in the scales (0: unfloored).");
     m.def(
         "gdn_oracle_backward",
         [](const std::string& member, const In& q, const In& k, const In& v, const std::optional<In>& g,
            const std::optional<In>& beta, const std::optional<In>& h0, const In& d_o, const std::optional<In>& dht,
-           double scale, const std::optional<std::vector<int64_t>>& cu_seqlens) {
+           double scale, const std::optional<std::vector<int64_t>>& cu_seqlens, double operand_floor) {
             const Problem p = make_problem(member, q, v, scale, cu_seqlens);
             const Common c = check_common(p, q, k, v, g, beta, h0);
             const Shape& s = p.shape;
@@ -147,6 +148,7 @@ void bind_oracle(nb::module_& m) {
                 a.dh0 = dh0.data();
                 a.dq_scale = dqs.data(); a.dk_scale = dks.data(); a.dv_scale = dvs.data(); a.dg_scale = dgs.data();
                 a.dbeta_scale = dbetas.data(); a.dh0_scale = dh0s.data();
+                a.operand_floor = operand_floor;
                 backward(p, a);
             }
             nb::dict r;
@@ -173,7 +175,9 @@ void bind_oracle(nb::module_& m) {
         },
         nb::arg("member"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("g").none(), nb::arg("beta").none(),
         nb::arg("h0").none(), nb::arg("do"), nb::arg("dht").none(), nb::arg("scale"), nb::arg("cu_seqlens").none(),
-        "The exact adjoint of gdn_oracle_forward for <do, o> + <dht, ht>, with magnitude scales.");
+        nb::arg("operand_floor") = 0.0,
+        "The exact adjoint of gdn_oracle_forward for <do, o> + <dht, ht>, with magnitude scales (floored as "
+        "gdn_oracle_forward's).");
 }
 
 }  // namespace kcv::gdn

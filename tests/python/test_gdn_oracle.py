@@ -60,3 +60,36 @@ def test_oracle_rejects_bad_shapes():
         oracle.oracle_forward("linear_attention", q, np.zeros((1, 4, 1, 3)), np.zeros((1, 4, 1, 2)))
     with pytest.raises(ValueError, match="needs g"):
         oracle.oracle_forward("ssd", q, q, q)
+
+
+@pytest.mark.parametrize("member", ["linear_attention", "gla", "gdn"])
+def test_operand_floor_reaches_the_scales(member):
+    """The floor a contract with bf16 operands passes the oracle: at normal scale every scale keeps
+    its bits; with v and h0 at 2^-140, below bf16's smallest normal, the floored scales bound what
+    rounding those operands loses (they grow), while the values themselves never change."""
+    gate, delta = reference.MEMBERS[member]
+    rng = np.random.default_rng(5)
+    B, T, H, HV, K, V = 1, 7, 1, 2, 4, 3
+    q, k = rng.standard_normal((B, T, H, K)), rng.standard_normal((B, T, H, K)) * 0.4
+    v, h0, do = rng.standard_normal((B, T, HV, V)), rng.standard_normal((B, HV, K, V)), rng.standard_normal((B, T, HV, V))
+    g = None if gate == 0 else -rng.random((B, T, HV) if gate == 1 else (B, T, HV, K))
+    beta = rng.random((B, T, HV)) if delta else None
+    floor = 2.0 ** -126
+    for shrink in (1.0, 2.0 ** -140):
+        args = dict(scale=0.5, initial_state=h0 * shrink)
+        plain = oracle.oracle_forward(member, q, k, v * shrink, g, beta, **args)
+        floored = oracle.oracle_forward(member, q, k, v * shrink, g, beta, operand_floor=floor, **args)
+        bplain = oracle.oracle_backward(member, q, k, v * shrink, g, beta, do=do, **args)
+        bfloored = oracle.oracle_backward(member, q, k, v * shrink, g, beta, do=do, operand_floor=floor, **args)
+        for a, b in ((plain, floored), (bplain, bfloored)):
+            for name in a:
+                if not name.endswith("_scale"):
+                    np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+                elif shrink == 1.0:
+                    np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+                else:
+                    assert (b[name] >= a[name]).all(), name
+        if shrink != 1.0:
+            assert (floored["o_scale"] > plain["o_scale"]).any()
+            assert (floored["ht_scale"] > 2 * plain["ht_scale"]).any()
+            assert (bfloored["dq_scale"] > bplain["dq_scale"]).any()
