@@ -28,7 +28,8 @@
 #              tensor cores) before f32 (version 1), GDN_JOBS at a time (default: the CPU count; the oracle and
 #              the CPU controls run beside each GPU candidate); the records in $LOG/gdn_gates/, a table
 #              of verdicts and failing gates in $LOG/gdn_gates/table.txt; GDN_GATES_S bounds the step,
-#              GDN_CONTRACTS (an extended regular expression) picks contracts by file name
+#              GDN_CONTRACTS (an extended regular expression) picks contracts by file name; KCV_BUILD
+#              (a build tree carried with the call) takes the place of the package and its build step
 #   gdn-check  gdn/tests/check_gdn_cuda.cu and the kernels' library, built from the tree (not the
 #              package): every case against the float64 oracle, bitwise determinism; with GDN_LIB
 #              the same cases through that build too, and which outputs' digests differ
@@ -159,7 +160,14 @@ for step in $STEPS; do
       tail -60 "$LOG/gdn_bench.log"
       ;;
     gdn-gates)
-      kdir=$(python3 -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("kcv").origin), "kernels"))')
+      # The installed package's kcv and kernels, or those of a build tree carried in KCV_BUILD
+      # (its out/ folder: bin/kcv, kernels/, lib/), which needs no build step here.
+      if [ -n "${KCV_BUILD:-}" ]; then
+        kdir=$(cd "$KCV_BUILD/out/kernels" && pwd); kcv_bin=$(cd "$KCV_BUILD/out/bin" && pwd)/kcv
+      else
+        kdir=$(python3 -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("kcv").origin), "kernels"))')
+        kcv_bin=kcv
+      fi
       mkdir -p "$LOG/gdn_gates"
       ls "$kdir"/cuda/kcv_gdn_*.so > "$LOG/gdn_gates/candidates.txt" 2>&1 || { cat "$LOG/gdn_gates/candidates.txt"; continue; }
       limit=$(cap "${GDN_GATES_S:-200}" 20)
@@ -167,8 +175,8 @@ for step in $STEPS; do
       { ls contracts/gdn-*-bf16.toml contracts/gdn-*-f16.toml; ls contracts/gdn-*.toml | grep -vE -- '-b?f16\.toml$'; } | grep -E -- "${GDN_CONTRACTS:-.}" |
         timeout "$limit" xargs -P "${GDN_JOBS:-$(nproc)}" -I{} bash -c '
           c=$(basename "$1" .toml); kind=${c#gdn-}; kind=${kind%%-*}
-          kcv verify --contract "$1" --candidate "$2/cuda/kcv_gdn_$kind.so" --kernels "$2" --json "$3/$c.json" > "$3/$c.log" 2>&1
-          echo "$c exit $?" >> "$3/exits.txt"' _ {} "$kdir" "$LOG/gdn_gates"
+          "$4" verify --contract "$1" --candidate "$2/cuda/kcv_gdn_$kind.so" --kernels "$2" --json "$3/$c.json" > "$3/$c.log" 2>&1
+          echo "$c exit $?" >> "$3/exits.txt"' _ {} "$kdir" "$LOG/gdn_gates" "$kcv_bin"
       python3 - "$LOG/gdn_gates" "${GDN_CONTRACTS:-.}" > "$LOG/gdn_gates/table.txt" <<'PY'
 import glob, json, os, re, sys
 d = sys.argv[1]
