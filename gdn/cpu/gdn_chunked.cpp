@@ -393,9 +393,12 @@ Mat load_state(const float* src, int K, int V) {
 
 int chunk_length(int64_t length, int64_t t0) { return static_cast<int>(std::min<int64_t>(kChunk, length - t0)); }
 
-}  // namespace
-
-void chunked_forward(const Problem& p, const ForwardArgs& a) {
+// The forward's walk over sequences, value heads and chunks. Each chunk's next state passes
+// through `carry` before it starts the following chunk (and before it is written as ht):
+// chunked_forward hands it on unchanged; a test kernel rounds it, to show what a state carried in
+// bf16 costs (tests/cpp/kernels/gdn_forward_bf16_state.cpp).
+template <class Carry>
+void forward_carrying(const Problem& p, const ForwardArgs& a, Carry&& carry) {
     validate(p);
     const Layout lay(p.shape);
     const int K = static_cast<int>(p.shape.K), V = static_cast<int>(p.shape.V);
@@ -413,11 +416,17 @@ void chunked_forward(const Problem& p, const ForwardArgs& a) {
                 for (int t = 0; t < c.L; ++t)
                     std::copy(&O.a[static_cast<size_t>(t) * V], &O.a[static_cast<size_t>(t + 1) * V],
                               a.o + lay.vo(seq, t0 + t, hv));
-                S = std::move(S_next);
+                S = carry(std::move(S_next));
             }
             if (a.ht) std::copy(S.a.begin(), S.a.end(), a.ht + lay.state(n, hv));
         }
     }
+}
+
+}  // namespace
+
+void chunked_forward(const Problem& p, const ForwardArgs& a) {
+    forward_carrying(p, a, [](Mat&& S) { return std::move(S); });
 }
 
 void chunked_backward(const Problem& p, const BackwardArgs& a) {

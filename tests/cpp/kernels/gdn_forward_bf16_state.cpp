@@ -22,26 +22,9 @@ using namespace kcv::gdn;
 using namespace kcv::gdn::cpu;
 
 void forward_with_bf16_state(const Problem& p, const ForwardArgs& a) {
-    validate(p);
-    const Layout lay(p.shape);
-    const int K = static_cast<int>(p.shape.K), V = static_cast<int>(p.shape.V);
-    const Inputs in{a.q, a.k, a.v, a.g, a.beta};
-    for (int64_t n = 0; n < p.shape.sequences(); ++n) {
-        const Span& seq = lay.seqs[n];
-        for (int64_t hv = 0; hv < p.shape.HV; ++hv) {
-            Mat S = load_state(a.h0 ? a.h0 + lay.state(n, hv) : nullptr, K, V);
-            for (int64_t t0 = 0; t0 < seq.length; t0 += kChunk) {
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, true);
-                Mat O, S_next;
-                chunk_outputs(static_cast<float>(p.scale), chunk_forward(p, c, S, true), S, O, S_next);
-                for (int t = 0; t < c.L; ++t)
-                    std::copy(&O.a[static_cast<size_t>(t) * V], &O.a[static_cast<size_t>(t + 1) * V],
-                              a.o + lay.vo(seq, t0 + t, hv));
-                S = stored(std::move(S_next), true);   // the defect
-            }
-            if (a.ht) std::copy(S.a.begin(), S.a.end(), a.ht + lay.state(n, hv));
-        }
-    }
+    ForwardArgs b = a;
+    b.bf16_operands = true;
+    forward_carrying(p, b, [](Mat&& S) { return stored(std::move(S), true); });   // the defect
 }
 
 }  // namespace
