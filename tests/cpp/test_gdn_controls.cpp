@@ -217,6 +217,35 @@ TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
     }
 }
 
+// The controls of the bf16-operand contracts: the chunked implementation with its bf16_operands
+// switch on, bit for bit, for the members whose contracts name them; and not the float32
+// control's numbers, so the switch is on.
+TEST(GdnControls, Bf16OperandControlsEqualTheChunkedImplementationWithBf16OperandsBitForBit) {
+    Library fwd("gdn_forward_bf16_operands"), bwd("gdn_backward_bf16_operands");
+    ASSERT_NE(fwd.handle, nullptr) << dlerror();
+    ASSERT_NE(bwd.handle, nullptr) << dlerror();
+    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
+    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
+    ASSERT_TRUE(run_fwd && run_bwd);
+    std::mt19937 rng(6);
+    for (kcv::gdn::Member m : kcv::gdn::all_members()) {
+        if (m.delta) continue;   // their contracts keep float32 operands (docs/gdn.md)
+        SCOPED_TRACE(kcv::gdn::member_name(m));
+        AbiRun run(m, m.gate == GateKind::channel, rng, run_fwd, run_bwd);
+        AbiRun::Outputs want = run.outputs(), plain = run.outputs();
+        auto fa = run.forward_args<kcv::gdn::cpu::ForwardArgs>(want);
+        auto ba = run.backward_args<kcv::gdn::cpu::BackwardArgs>(want);
+        fa.bf16_operands = ba.bf16_operands = true;
+        kcv::gdn::cpu::chunked_forward(run.p, fa);
+        kcv::gdn::cpu::chunked_backward(run.p, ba);
+        run.expect_equal(want);
+        kcv::gdn::cpu::chunked_forward(run.p, run.forward_args<kcv::gdn::cpu::ForwardArgs>(plain));
+        kcv::gdn::cpu::chunked_backward(run.p, run.backward_args<kcv::gdn::cpu::BackwardArgs>(plain));
+        EXPECT_NE(want.o, plain.o);
+        EXPECT_NE(want.dq, plain.dq);
+    }
+}
+
 // The recurrent form: the oracle's steps in float32, bit for bit through the ABI, and within
 // float32's reach of the float64 oracle (relative to the output's largest magnitude), not a copy
 // of the chunked control (a second formulation is what makes it a second control).
