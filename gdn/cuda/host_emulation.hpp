@@ -107,6 +107,8 @@ inline uint32_t to_tf32(float x) {
 // the H200 put them at 1.8–2.3 times it; truncating the final sum alone explained part of that.
 // Subnormal terms are summed as normal ones here, which the H200 does not always do (a product
 // 2^-140 added to 2^-120 is lost there); no kernel path depends on it.
+// KCV_GDN_EMULATE_MMA_NEAREST (an experiment, never the default) rounds the terms and the sum to
+// nearest instead, to measure what the truncation costs the kernels (bench/gdn_ord03_emulated.cpp).
 constexpr int kMmaExtraBits = 2;
 inline float tensor_core_sum(const double* terms, int n) {
     int emax = std::numeric_limits<int>::min();
@@ -115,10 +117,15 @@ inline float tensor_core_sum(const double* terms, int n) {
     if (emax == std::numeric_limits<int>::min()) return 0.0f;
     const double quantum = std::ldexp(1.0, emax - 23 - kMmaExtraBits);
     double sum = 0.0;   // exact: at most 9 terms of at most 27 significant bits on one grid
+#ifdef KCV_GDN_EMULATE_MMA_NEAREST
+    for (int i = 0; i < n; ++i) sum += std::nearbyint(terms[i] / quantum) * quantum;
+    return float(sum);
+#else
     for (int i = 0; i < n; ++i) sum += std::trunc(terms[i] / quantum) * quantum;
     float rounded = float(sum);
     if (double(rounded) != sum && std::abs(double(rounded)) > std::abs(sum)) rounded = std::nextafter(rounded, 0.0f);
     return rounded;
+#endif
 }
 
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for a block of one warp (HostLauncher's 32
