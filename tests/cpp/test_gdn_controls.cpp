@@ -199,17 +199,26 @@ struct AbiRun {
     }
 };
 
+// A forward and a backward control library, loaded, and their entry points.
+struct ControlPair {
+    Library fwd, bwd;
+    kcv_kernel_fn run_fwd = nullptr, run_bwd = nullptr;
+    ControlPair(const std::string& forward, const std::string& backward) : fwd(forward), bwd(backward) {
+        if (fwd.handle && bwd.handle) {
+            run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
+            run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
+        }
+    }
+    bool loaded() const { return run_fwd && run_bwd; }
+};
+
 TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
-    Library fwd("gdn_forward"), bwd("gdn_backward");
-    ASSERT_NE(fwd.handle, nullptr) << dlerror();
-    ASSERT_NE(bwd.handle, nullptr) << dlerror();
-    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
-    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
-    ASSERT_TRUE(run_fwd && run_bwd);
+    ControlPair libs("gdn_forward", "gdn_backward");
+    ASSERT_TRUE(libs.loaded()) << dlerror();
     std::mt19937 rng(5);
     for (kcv::gdn::Member m : kcv::gdn::all_members()) {
         SCOPED_TRACE(kcv::gdn::member_name(m));
-        AbiRun run(m, m.gate == GateKind::scalar, rng, run_fwd, run_bwd);   // some members read through strides
+        AbiRun run(m, m.gate == GateKind::scalar, rng, libs.run_fwd, libs.run_bwd);   // some members read through strides
         AbiRun::Outputs want = run.outputs();
         kcv::gdn::cpu::chunked_forward(run.p, run.forward_args<kcv::gdn::cpu::ForwardArgs>(want));
         kcv::gdn::cpu::chunked_backward(run.p, run.backward_args<kcv::gdn::cpu::BackwardArgs>(want));
@@ -221,17 +230,13 @@ TEST(GdnControls, ForwardAndBackwardEqualTheChunkedImplementationBitForBit) {
 // switch on, bit for bit, for the members whose contracts name them; and not the float32
 // control's numbers, so the switch is on.
 TEST(GdnControls, Bf16OperandControlsEqualTheChunkedImplementationWithBf16OperandsBitForBit) {
-    Library fwd("gdn_forward_bf16_operands"), bwd("gdn_backward_bf16_operands");
-    ASSERT_NE(fwd.handle, nullptr) << dlerror();
-    ASSERT_NE(bwd.handle, nullptr) << dlerror();
-    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
-    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
-    ASSERT_TRUE(run_fwd && run_bwd);
+    ControlPair libs("gdn_forward_bf16_operands", "gdn_backward_bf16_operands");
+    ASSERT_TRUE(libs.loaded()) << dlerror();
     std::mt19937 rng(6);
     for (kcv::gdn::Member m : kcv::gdn::all_members()) {
         if (m.delta) continue;   // their contracts keep float32 operands (docs/gdn.md)
         SCOPED_TRACE(kcv::gdn::member_name(m));
-        AbiRun run(m, m.gate == GateKind::channel, rng, run_fwd, run_bwd);
+        AbiRun run(m, m.gate == GateKind::channel, rng, libs.run_fwd, libs.run_bwd);
         AbiRun::Outputs want = run.outputs(), plain = run.outputs();
         auto fa = run.forward_args<kcv::gdn::cpu::ForwardArgs>(want);
         auto ba = run.backward_args<kcv::gdn::cpu::BackwardArgs>(want);
@@ -250,12 +255,8 @@ TEST(GdnControls, Bf16OperandControlsEqualTheChunkedImplementationWithBf16Operan
 // float32's reach of the float64 oracle (relative to the output's largest magnitude), not a copy
 // of the chunked control (a second formulation is what makes it a second control).
 TEST(GdnControls, RecurrentFormIsTheOraclesStepsInFloat32) {
-    Library fwd("gdn_recurrent_forward"), bwd("gdn_recurrent_backward");
-    ASSERT_NE(fwd.handle, nullptr) << dlerror();
-    ASSERT_NE(bwd.handle, nullptr) << dlerror();
-    auto run_fwd = fwd.get<kcv_kernel_fn>("kcv_kernel");
-    auto run_bwd = bwd.get<kcv_kernel_fn>("kcv_kernel");
-    ASSERT_TRUE(run_fwd && run_bwd);
+    ControlPair libs("gdn_recurrent_forward", "gdn_recurrent_backward");
+    ASSERT_TRUE(libs.loaded()) << dlerror();
     std::mt19937 rng(9);
     auto rel = [](const std::vector<float>& y, const std::vector<double>& ref) {
         double err = 0.0, top = 0.0;
@@ -268,7 +269,7 @@ TEST(GdnControls, RecurrentFormIsTheOraclesStepsInFloat32) {
     auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
     for (kcv::gdn::Member m : kcv::gdn::all_members()) {
         SCOPED_TRACE(kcv::gdn::member_name(m));
-        AbiRun run(m, true, rng, run_fwd, run_bwd);
+        AbiRun run(m, true, rng, libs.run_fwd, libs.run_bwd);
         AbiRun::Outputs f = run.outputs();
         kcv::gdn::forward(run.p, run.forward_args<kcv::gdn::ForwardArgsF32>(f));
         kcv::gdn::backward(run.p, run.backward_args<kcv::gdn::BackwardArgsF32>(f));
