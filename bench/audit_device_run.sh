@@ -161,7 +161,7 @@ for step in $STEPS; do
       ;;
     gdn-gates)
       # The installed package's kcv and kernels, or those of a build tree carried in KCV_BUILD
-      # (its out/ folder: bin/kcv, kernels/, lib/), which needs no build step here.
+      # (its out/ folder: bin/kcv and kernels/), which needs no build step here.
       if [ -n "${KCV_BUILD:-}" ]; then
         kdir=$(cd "$KCV_BUILD/out/kernels" && pwd); kcv_bin=$(cd "$KCV_BUILD/out/bin" && pwd)/kcv
       else
