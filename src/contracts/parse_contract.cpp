@@ -297,7 +297,7 @@ void decode_oracle(const Fields& top, Contract& c) {
 }
 
 void decode_measurement(const Fields& top, Measurement& m) {
-    Fields f = top.table("measurement", {"seeds", "runs", "timeout_s", "memory_cap_bytes"});
+    Fields f = top.table("measurement", {"seeds", "runs", "timeout_s", "memory_cap_bytes", "ord03_margin"});
     constexpr int64_t kMaxCount = 1000000;
     int64_t seeds = m.seeds, runs = m.runs;
     f.integer("seeds", 1, seeds);
@@ -309,6 +309,11 @@ void decode_measurement(const Fields& top, Measurement& m) {
     f.finite("timeout_s", m.timeout_s);
     if (!(m.timeout_s > 0)) f.fail("timeout_s", "must be positive");
     f.integer("memory_cap_bytes", 1, m.memory_cap_bytes);
+    if (f.has("ord03_margin")) {
+        f.finite("ord03_margin", m.ord03_margin);
+        if (!(m.ord03_margin >= 1))
+            f.fail("ord03_margin", "must be at least 1: a margin below 1 fails the controls themselves");
+    }
 }
 
 void decode_violation(const Fields& top, Contract& c) {

@@ -209,6 +209,8 @@ private:
         if (m.runs < 1) fail("measurement.runs", "must be at least 1");
         if (!(m.timeout_s > 0) || !std::isfinite(m.timeout_s)) fail("measurement.timeout_s", "must be positive and finite");
         if (m.memory_cap_bytes < 1) fail("measurement.memory_cap_bytes", "must be positive");
+        if (m.ord03_margin != 0 && !(m.ord03_margin >= 1 && std::isfinite(m.ord03_margin)))
+            fail("measurement.ord03_margin", "must be at least 1 and finite");
     }
 
     void violation() const {

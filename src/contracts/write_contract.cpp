@@ -96,6 +96,7 @@ std::string to_json(const Contract& c) {
                         {"runs", m.runs},
                         {"timeout_s", m.timeout_s},
                         {"memory_cap_bytes", m.memory_cap_bytes}};
+    if (m.ord03_margin != 0) j["measurement"]["ord03_margin"] = m.ord03_margin;
     j["violation"] = {{"signatures", c.violation_signatures}};
     // A contract built in code may hold bytes that are not UTF-8; replace them rather than throw.
     return j.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";

@@ -52,6 +52,11 @@ double number_of(const nlohmann::json& j) {
     return std::nan("");
 }
 
+double number_or_zero(const nlohmann::json& j) {
+    const double v = number_of(j);
+    return std::isfinite(v) ? v : 0.0;
+}
+
 // JSON has no NaN or Inf: they travel as strings, as records write them.
 nlohmann::json json_num(double v) {
     if (std::isfinite(v)) return v;
@@ -236,6 +241,14 @@ nlohmann::json defence_rates(const nlohmann::json& run) {
             {"redteam", {{"caught", caught}, {"total", rt_total}, {"rate", rate(caught, rt_total)}, {"missed", missed}}}};
 }
 
+// ORD-03's margin for one stored gate result at a setting's margin: the wider of it and the
+// contract's own (measurement.ord03_margin, which the gate records as detail.contract_margin).
+double ord03_margin_for(const nlohmann::json& gate, double setting) {
+    const auto d = gate.find("detail");
+    if (d == gate.end() || !d->is_object()) return setting;
+    return std::max(setting, number_or_zero(d->value("contract_margin", nlohmann::json(0))));
+}
+
 nlohmann::json gate_margins(const nlohmann::json& run, const Settings& s) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& def : all_gates()) {
@@ -253,6 +266,8 @@ nlohmann::json gate_margins(const nlohmann::json& run, const Settings& s) {
                     ++judged;
                     double m = number_of(g.value("metric", nlohmann::json(0)));
                     if (std::isnan(m)) m = INFINITY;
+                    // Against the setting's margin, a contract's wider one as the share of it used.
+                    if (ord03) m *= s.ord03_margin / ord03_margin_for(g, s.ord03_margin);
                     if (m > largest) {
                         largest = m;
                         where = e.value("name", std::string()) + " on " + rec.value("contract", std::string());
@@ -284,11 +299,11 @@ Rejudged rejudge_gate(const nlohmann::json& gate, const Settings& recorded, cons
     if (std::isnan(r)) return {verdict, "kept"};
 
     // A stored verdict its own metric does not explain came from something else the gate saw.
-    const bool failed_by_metric = ord03 ? r > recorded.ord03_margin : r > 1.0;
+    const bool failed_by_metric = ord03 ? r > ord03_margin_for(gate, recorded.ord03_margin) : r > 1.0;
     if (failed_by_metric != (verdict == "fail")) return {verdict, "kept"};
 
     if (ord03) {
-        if (r > target.ord03_margin) return {"fail", "exact"};
+        if (r > ord03_margin_for(gate, target.ord03_margin)) return {"fail", "exact"};
         if (verdict == "pass" || float_outputs == 1) return {"pass", "exact"};
         return {"undetermined", "undetermined"};
     }
@@ -476,10 +491,11 @@ nlohmann::json calibrate(const CalibrationOptions& opts, const CalibrationProgre
                                    ") and once per other margin with ORD-03 alone, each grid point composed from "
                                    "the two (exact: ORD-03 reads no setting but the margin, no other gate reads it)");
         method["margins"] = "per gate, threshold / the largest metric any control record reached (threshold 1 for "
-                            "the ratio gates, the margin for ORD-03); tolerance-free gates have no threshold. A control's ORD-03 "
-                            "envelope includes its own error, so its ratio is at most 1 and every margin >= 1 keeps "
-                            "it passing: ORD-03's margin is bounded by the controls only where a contract has "
-                            "several";
+                            "the ratio gates, the margin for ORD-03, or the contract's own where wider); "
+                            "tolerance-free gates have no threshold. A control's ORD-03 envelope includes its own error, so its ratio is at most 1 "
+                            "and every margin >= 1 keeps it passing: ORD-03's margin is bounded only by sweeping a "
+                            "contract's controls against each other (bench/ord03_sweep.py), which sets the "
+                            "contract's measurement.ord03_margin";
     } else {
         method["defences"] = "not run (--no-defences)";
     }

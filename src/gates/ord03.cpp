@@ -1,9 +1,12 @@
 // ORD-03, thin margin: on the ORD-01 inputs, the candidate's relative error must stay within
-// the margin (settings.ord03_margin, 1.2 by default) of the worst positive control's on the very
-// same inputs: err(cand) ≤ margin · max(err(controls), u(out)). It catches the few-ulp
-// systematic errors that fit under the analytic bound but that no correct implementation makes.
-// The envelope comes from the controls only, never from the candidate (fairness rule 3); a
-// control that cannot run or is itself non-finite leaves no envelope, and the gate is n/a.
+// the margin (settings.ord03_margin, 1.2 by default, or the contract's measurement.ord03_margin
+// where that is wider) of the worst positive control's on the very same inputs:
+// err(cand) ≤ margin · max(err(controls), u(out)). It catches the few-ulp systematic errors that
+// fit under the analytic bound but that no correct implementation makes. The envelope comes from
+// the controls only, never from the candidate (fairness rule 3); a control that cannot run or is
+// itself non-finite leaves no envelope, and the gate is n/a. The record keeps every call's and
+// output's errors (detail.errors), the controls' too, so that how far correct implementations
+// stray from each other can be read from any candidate's records (bench/ord03_sweep.py).
 // Integer outputs are exact under every model, so they leave nothing to compare.
 #include <algorithm>
 #include <cmath>
@@ -48,10 +51,11 @@ GateResult not_judgeable(std::string reason) {
 GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOutcome>& outcomes) {
     GateResult r = make_result(ord03());
     r.probes = static_cast<int>(outcomes.size());
-    const double margin = s.ord03_margin;
+    const double margin = std::max(s.ord03_margin, c.measurement.ord03_margin);
     double metric = 0;
     std::string worst_probe;
     int failing = 0;
+    nlohmann::json errors = nlohmann::json::array();
     for (const ProbeOutcome& o : outcomes) {
         if (probe_failed(o, r)) return r;
         for (size_t call = 0; call < o.calls.size(); ++call) {
@@ -90,6 +94,8 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                 const double floor = 2 * params_for(c.outputs[out], s.c).u_out;
                 const EnvelopeErr cand = envelope_err(co.outputs[out], ystar);
                 const double ratio = envelope_ratio(cand.err, envelope, floor, 1.0);
+                errors.push_back({{"probe", o.probe.id}, {"call", call}, {"output", c.outputs[out].name},
+                                  {"candidate", cand.err}, {"controls", per_control}, {"floor", floor}});
                 if (worse(ratio, metric) || worst_probe.empty()) {
                     metric = ratio;
                     worst_probe = o.probe.id;
@@ -116,6 +122,8 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
     }
     r.metric = metric;
     r.detail["margin"] = margin;
+    if (c.measurement.ord03_margin != 0) r.detail["contract_margin"] = c.measurement.ord03_margin;
+    r.detail["errors"] = std::move(errors);
     r.detail["worst_probe"] = worst_probe;
     if (failing > 0) {
         r.verdict = Verdict::fail;

@@ -79,6 +79,7 @@ seeds = 7
 runs = 4
 timeout_s = 12.5
 memory_cap_bytes = 1000000
+ord03_margin = 1.5
 
 [violation]
 signatures = ["PRC-01", "poison-dependent"]
@@ -102,7 +103,7 @@ const char* kBaseJson = R"({
                "tolerance": {"model": "reduction", "k": "K", "accumulator": "f64"}}],
   "semantics": {"determinism": "gpu_to_gpu", "in_place": ["a"], "strided_inputs": true,
                 "tf32_operands": true},
-  "measurement": {"seeds": 7, "runs": 4, "timeout_s": 12.5, "memory_cap_bytes": 1000000},
+  "measurement": {"seeds": 7, "runs": 4, "timeout_s": 12.5, "memory_cap_bytes": 1000000, "ord03_margin": 1.5},
   "violation": {"signatures": ["PRC-01", "poison-dependent"]}
 })";
 
@@ -164,7 +165,7 @@ TEST(ContractReader, BaseParsesEveryField) {
     EXPECT_FALSE(c.semantics.bf16_operands);
     EXPECT_EQ(c.oracle, "matmul");
     EXPECT_EQ(c.controls, (std::vector<std::string>{"tiled_matmul", "other_control"}));
-    EXPECT_EQ(c.measurement, (Measurement{7, 4, 12.5, 1000000}));
+    EXPECT_EQ(c.measurement, (Measurement{7, 4, 12.5, 1000000, 1.5}));
     EXPECT_EQ(c.violation_signatures, (std::vector<std::string>{"PRC-01", "poison-dependent"}));
     EXPECT_NO_THROW(validate(c));
 }
@@ -266,7 +267,8 @@ TEST(ContractWriter, RoundTripsRandomContracts) {
         if (pick(2)) c.semantics.in_place = {"in0"};
         c.oracle = pick(2) ? "matmul" : "sum";
         c.controls = {"ctl" + std::to_string(pick(9))};
-        c.measurement = {1 + pick(9), 1 + pick(9), 0.5 + pick(100), 1 + int64_t(rng() >> 2)};
+        c.measurement = {1 + pick(9), 1 + pick(9), 0.5 + pick(100), 1 + int64_t(rng() >> 2),
+                         pick(2) ? 0.0 : 1.0 + 0.1 * pick(10)};
         if (pick(2)) c.violation_signatures = {"ORD-02", "aliasing"};
         std::string json = to_json(c);
         Contract back;
@@ -383,6 +385,10 @@ TEST(ContractErrors, WrongTypesAndRanges) {
     expect_message(error_of(edit(kBase, "lo = -8.0", "lo = inf"), false), {"inputs[0].domain.lo: a lower bound cannot be +inf"});
     expect_message(error_of(edit(kBase, "seeds = 7", "seeds = 0"), false), {"measurement.seeds: must be at least 1"});
     expect_message(error_of(edit(kBase, "timeout_s = 12.5", "timeout_s = -1"), false), {"measurement.timeout_s: must be positive"});
+    expect_message(error_of(edit(kBase, "ord03_margin = 1.5", "ord03_margin = 0.9"), false),
+                   {"measurement.ord03_margin: must be at least 1"});
+    expect_message(error_of(edit(kBase, "ord03_margin = 1.5", "ord03_margin = 0"), false),
+                   {"measurement.ord03_margin: must be at least 1"});
     expect_message(error_of(edit(kBase, "determinism = \"gpu_to_gpu\"", "determinism = \"bitwise\""), false),
                    {"semantics.determinism: unknown value 'bitwise'; expected one of not_guaranteed, run_to_run, gpu_to_gpu"});
     expect_message(error_of(edit(kBase, "model = \"reduction\"", "model = \"reductoin\""), false),

@@ -910,6 +910,36 @@ TEST(Ord03, MarginAgainstTheControlsEnvelope) {
     EXPECT_EQ(r.verdict, Verdict::fail);
 }
 
+// A contract may declare a wider margin, calibrated against its own controls: the wider of the
+// two judges, and the record says which the contract asked for.
+TEST(Ord03, AContractsOwnMarginWidensTheSettingsOnly) {
+    Contract c = sum_contract();
+    c.controls = {"ctrl_a", "ctrl_b"};
+    const ProbeOutcome o = margin_outcome(0x1.4p-7, 0x1p-7);   // ratio 1.25
+    EXPECT_EQ(gates::ord03().judge(c, Settings{}, {o}).verdict, Verdict::fail);
+    c.measurement.ord03_margin = 1.5;
+    GateResult r = gates::ord03().judge(c, Settings{}, {o});
+    EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
+    EXPECT_EQ(r.detail["margin"].get<double>(), 1.5);
+    EXPECT_EQ(r.detail["contract_margin"].get<double>(), 1.5);
+    // Every call's and output's errors, the controls' too: how far the controls stray from each
+    // other can be read from any candidate's record.
+    ASSERT_EQ(r.detail["errors"].size(), 1u);
+    const auto& e = r.detail["errors"][0];
+    EXPECT_EQ(e["probe"], "ORD-03/task/seed=0");
+    EXPECT_EQ(e["candidate"].get<double>(), 0x1.4p-7);
+    EXPECT_EQ(e["controls"][0].get<double>(), 0x1p-7);
+    EXPECT_EQ(e["controls"].size(), 2u);
+    EXPECT_EQ(gates::ord03().judge(c, Settings{}, {margin_outcome(0x1.ap-7, 0x1p-7)}).verdict, Verdict::fail);
+    // A setting wider still is taken; one narrower leaves the contract's.
+    Settings wide;
+    wide.ord03_margin = 2.0;
+    EXPECT_EQ(gates::ord03().judge(c, wide, {margin_outcome(0x1.ep-7, 0x1p-7)}).verdict, Verdict::pass);
+    Settings narrow;
+    narrow.ord03_margin = 1.0;
+    EXPECT_EQ(gates::ord03().judge(c, narrow, {o}).verdict, Verdict::pass);
+}
+
 TEST(Ord03, NotApplicableWithoutUsableControls) {
     Contract c = sum_contract();
     EXPECT_EQ(gates::ord03().not_applicable(c), "the contract names no positive controls");
