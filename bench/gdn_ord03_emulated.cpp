@@ -10,11 +10,17 @@
 //
 //   g++ -O2 -ffp-contract=off -std=c++20 -pthread -Iinclude bench/gdn_ord03_emulated.cpp \
 //       gdn/oracle/gdn_oracle.cpp gdn/problem.cpp -o gdn_ord03_emulated
-//   ./gdn_ord03_emulated [seeds] [member] [K] [dtype]   (defaults: 2, every member, 128, 1 bf16;
-//                                                        2 is fp16)
+//   ./gdn_ord03_emulated [seeds] [member] [K] [dtype] [ht]   (defaults: 2, every member, 128,
+//                                                             1 bf16; 2 is fp16)
 //
 // B1 T130 H2 HV4, K = V (128 as the contracts), one line per kernel version and seed. Version 2
 // at K = 128 takes about a minute per member and seed on one core.
+//
+// With `ht` last, the forward alone, version 2 only, and the final state's errors beside both
+// controls (the chunked one and the token-by-token recurrence in float32, the contracts' two):
+// per seed, each one's err = max|ht − ht*| / max|ht*| in units of ORD-03's floor 2^-23 and its RMS
+// error relative to max|ht*|; then ORD-03's ratio of the kernels against both controls and of each
+// control against the other alone.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -89,16 +95,52 @@ Inputs draw(const Problem& p, uint32_t seed) {
     return in;
 }
 
-Tensors run_kernels(const Problem& p, const Inputs& in, int version, int dtype) {
+Tensors run_kernels(const Problem& p, const Inputs& in, int version, int dtype, bool backward = true) {
     Tensors out(p);
     const cuda::emulation::RunInputs ri{in.q.data(),    in.k.data(),  in.v.data(),   in.g.data(),
                                         in.beta.data(), in.h0.data(), in.d_o.data(), in.dht.data()};
-    if (const int rc = cuda::emulation::run_member(p, ri, {.version = version, .dtype = dtype}, out)) {
+    if (const int rc = cuda::emulation::run_member(
+            p, ri, {.version = version, .dtype = dtype, .backward = backward}, out)) {
         std::fprintf(stderr, "the emulated launch sequence failed (%d)\n", rc);
         std::exit(1);
     }
     round_outputs(out);
     return out;
+}
+
+// The final state's errors of the kernels (version 2, forward only) and of both controls.
+void final_state_line(const Problem& p, const Inputs& in, int seed, int dtype) {
+    const Shape& s = p.shape;
+    auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+    const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
+               h0 = widen(in.h0);
+    std::vector<double> o(s.v_size()), ht(s.state_size());
+    forward(p, {q.data(), k.data(), v.data(), g.data(), beta.data(), h0.data(), o.data(), ht.data()});
+    Tensors chunked(p), recurrent(p);
+    cpu::chunked_forward(p, {in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), in.h0.data(),
+                             chunked.o.data(), chunked.ht.data()});
+    ForwardArgsF32 fa;
+    fa.q = in.q.data(); fa.k = in.k.data(); fa.v = in.v.data(); fa.g = in.g.data(); fa.beta = in.beta.data();
+    fa.h0 = in.h0.data(); fa.o = recurrent.o.data(); fa.ht = recurrent.ht.data();
+    forward(p, fa);
+    const Tensors kernels = run_kernels(p, in, 2, dtype, false);
+    constexpr double floor = 0x1p-23;
+    auto rms = [&](const std::vector<float>& y) {
+        double ss = 0.0, den = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+            ss += (double(y[i]) - ht[i]) * (double(y[i]) - ht[i]);
+            den = std::max(den, std::abs(ht[i]));
+        }
+        return std::sqrt(ss / double(y.size())) / den;
+    };
+    const double ek = envelope_error(kernels.ht, ht), ec = envelope_error(chunked.ht, ht),
+                 er = envelope_error(recurrent.ht, ht);
+    std::printf("%s seed %d ht err/2^-23: kernels %.3f chunked %.3f recurrent %.3f | RMS/1e-9: %.2f %.2f %.2f | "
+                "ORD-03 ratio: kernels %.3f, chunked vs recurrent %.3f, recurrent vs chunked %.3f\n",
+                member_name(p.member), seed, ek / floor, ec / floor, er / floor, rms(kernels.ht) * 1e9,
+                rms(chunked.ht) * 1e9, rms(recurrent.ht) * 1e9, ek / std::max({ec, er, floor}),
+                ec / std::max(er, floor), er / std::max(ec, floor));
+    std::fflush(stdout);
 }
 
 }  // namespace
@@ -109,6 +151,7 @@ int main(int argc, char** argv) {
     const int64_t K = argc > 3 ? std::atoll(argv[3]) : 128;
     const int dtype = argc > 4 ? std::atoi(argv[4]) : 1;
     io_dtype = dtype;
+    const bool ht_only = argc > 5 && std::string(argv[5]) == "ht";
     const double io_floor = dtype == 2 ? 0x1p-10 : 0x1p-7;   // 2u(fp16), 2u(bf16)
     const Shape s{1, 130, 2, 4, K, K, {}};
     for (Member m : all_members()) {
@@ -116,6 +159,10 @@ int main(int argc, char** argv) {
         const Problem p{m, s, 1.0 / std::sqrt(double(K))};
         for (int seed = 0; seed < seeds; ++seed) {
             const Inputs in = draw(p, 1234u + uint32_t(seed));
+            if (ht_only) {
+                final_state_line(p, in, seed, dtype);
+                continue;
+            }
             auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
             const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
                        h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);

@@ -104,6 +104,8 @@ struct RunOptions {
     bool grad_on_wgmma = false;
     // kcv_gdn_params.segment_chunks: the split of version 2's scans (0 the shape's rule, −1 none).
     int segment_chunks = 0;
+    // False: the forward's launch sequence alone (the backward's outputs stay NaN).
+    bool backward = true;
 };
 
 // Forward then backward as `opt` says into `out`, on a workspace that starts as NaN; the first
@@ -164,6 +166,7 @@ int run_member(const Problem& p, const RunInputs& in, const RunOptions& opt, Run
         for (auto* x : {&o, &dq, &dk, &dv, &dbeta}) std::fill(x->begin(), x->end(), nan);
         std::vector<float> after_forward;
         for (bool backward : {false, true}) {
+            if (backward && !opt.backward) break;
             if (backward && opt.apart) {
                 std::fill(ws.begin(), ws.end(), fnan);
                 after_forward = prepared;
