@@ -101,7 +101,8 @@ def main():
     ap.add_argument("--kernels", required=True)
     ap.add_argument("--contracts", default=r"^gdn-")
     ap.add_argument("--seeds", default="0-15")
-    ap.add_argument("--candidates", choices=("controls", "kernels", "both"), default="controls")
+    ap.add_argument("--candidates", choices=("controls", "kernels"), default="controls",
+                    help="whom to verify; either way the records give the controls against each other")
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--deadline", type=float, default=86400.0, help="seconds from the start")
     ap.add_argument("--out", required=True)
