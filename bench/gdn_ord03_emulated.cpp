@@ -108,10 +108,11 @@ Tensors run_kernels(const Problem& p, const Inputs& in, int version, int dtype, 
     return out;
 }
 
+std::vector<double> widen(const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); }
+
 // The final state's errors of the kernels (version 2, forward only) and of both controls.
 void final_state_line(const Problem& p, const Inputs& in, int seed, int dtype) {
     const Shape& s = p.shape;
-    auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
     const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
                h0 = widen(in.h0);
     std::vector<double> o(s.v_size()), ht(s.state_size());
@@ -163,7 +164,6 @@ int main(int argc, char** argv) {
                 final_state_line(p, in, seed, dtype);
                 continue;
             }
-            auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
             const auto q = widen(in.q), k = widen(in.k), v = widen(in.v), g = widen(in.g), beta = widen(in.beta),
                        h0 = widen(in.h0), d_o = widen(in.d_o), dht = widen(in.dht);
             std::vector<double> o(s.v_size()), ht(s.state_size());

@@ -492,10 +492,10 @@ nlohmann::json calibrate(const CalibrationOptions& opts, const CalibrationProgre
                                    "the two (exact: ORD-03 reads no setting but the margin, no other gate reads it)");
         method["margins"] = "per gate, threshold / the largest metric any control record reached (threshold 1 for "
                             "the ratio gates, the margin for ORD-03, or the contract's own where wider); "
-                            "tolerance-free gates have no threshold. A control's ORD-03 envelope includes its own error, so its ratio is at most 1 "
-                            "and every margin >= 1 keeps it passing: ORD-03's margin is bounded only by sweeping a "
-                            "contract's controls against each other (bench/ord03_sweep.py), which sets the "
-                            "contract's measurement.ord03_margin";
+                            "tolerance-free gates have no threshold. A control's ORD-03 envelope includes its own "
+                            "error, so its ratio is at most 1 and every margin >= 1 keeps it passing: ORD-03's "
+                            "margin is bounded only by sweeping a contract's controls against each other "
+                            "(bench/ord03_sweep.py), which sets the contract's measurement.ord03_margin";
     } else {
         method["defences"] = "not run (--no-defences)";
     }
