@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 """ORD-03 over many seeds: how far correct implementations of a contract stray from each other.
 
-For each contract (file name matching --contracts) and seed, one `kcv verify --gate ORD-03` at a
-margin of 100 (so that no failing output cuts the judge's look at the rest of a call), of
+For each contract (file name matching --contracts) and seed, one `kcv verify --gate ORD-03` of
   - the contract's first positive control (--candidates controls, CPU only), or
   - the recurrence's CUDA kernels (--candidates kernels: <kernels>/cuda/kcv_gdn_{forward,backward}.so).
-ORD-03's record keeps every probe's and output's errors, the controls' included (detail.errors),
-so each record gives the candidate's ratio err / max(err(controls), floor) and, for each control,
-its ratio against the envelope of the others alone ("leave one out"): how far a correct
-implementation strays above an envelope it is not part of. The table says, per contract and line,
+ORD-03's record keeps, for every probe, call and output (detail.errors), the candidate's ratio to
+the controls' envelope and each control's ratio against the envelope of the others alone ("leave
+one out"): how far a correct implementation strays above an envelope it is not part of. The gate
+computes both; this script only gathers them. The table says, per contract and line,
 the largest ratio over the seeds, at which seed, and at how many seeds each margin of the
 calibration grid would fail it. A contract's measurement.ord03_margin is chosen from its controls'
 lines (docs/gates.md, "ORD-03"), never from a candidate's.
@@ -52,21 +51,15 @@ def jobs_for(args):
     return jobs
 
 
-def ratio(err, envelope, floor):
-    """ORD-03's ratio, None where an error is not a number (a NaN travels as null)."""
-    if not all(isinstance(x, (int, float)) for x in [err, floor, *envelope]):
-        return None
-    return err / max([floor, *envelope])
-
-
 def lines_of(errors, label, controls):
-    """The candidate's largest ratio over the record's errors, and each control's against the others."""
+    """The candidate's largest recorded ratio, and each control's against the others.
+
+    A ratio that is not a number (a NaN or an infinity travels as null) is left out of the
+    largest; the gate's own verdict says what it means."""
     out = {}
     for e in errors:
-        ctl = e["controls"]
-        for name, r in [(label, ratio(e["candidate"], ctl, e["floor"]))] + [
-                (f"{c} (vs the others)", ratio(ctl[j], ctl[:j] + ctl[j + 1:], e["floor"]))
-                for j, c in enumerate(controls) if j < len(ctl)]:
+        for name, r in [(label, e["ratio"])] + [(f"{c} (vs the others)", r)
+                                                 for c, r in zip(controls, e["control_ratios"])]:
             if r is not None and r > out.get(name, (-1.0, ""))[0]:
                 out[name] = (r, e["output"])
     return out
@@ -79,7 +72,7 @@ def run(args, job, stop_at):
         return job, None, "not started (deadline)"
     rec = os.path.join(args.out, f"{stem}.{label}.{seed}.json")
     cmd = [args.kcv, "verify", "--contract", os.path.join("contracts", stem + ".toml"), "--candidate", path,
-           "--kernels", args.kernels, "--gate", "ORD-03", "--seed", str(seed), "--margin", "100", "--json", rec]
+           "--kernels", args.kernels, "--gate", "ORD-03", "--seed", str(seed), "--json", rec]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=left)
     except subprocess.TimeoutExpired:

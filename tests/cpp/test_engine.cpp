@@ -313,6 +313,37 @@ TEST(Verify, RecurrenceWithBf16OperandsPassesItsContractButNotABf16State) {
     EXPECT_EQ(gate(r, "ORD-03").signature, std::vector<std::string>{"thin-margin"});
 }
 
+// The gated forwards' own ORD-03 margin, 2.0 (their two controls judged against each other), still
+// excludes a final state a few ulps high: the chunked control passes, and the same algorithm with
+// ht scaled by 1 + 2^-21 (four to eight ulps) fails on ht, where the analytic bound admits it.
+TEST(Verify, RecurrenceFinalStateAFewUlpsHighFailsOrd03AtTheContractsMargin) {
+    const Contract c = resolve_contract("gdn-forward-gdn-bf16");
+    ASSERT_EQ(c.measurement.ord03_margin, 2.0);
+    VerifyOptions ord03 = quick_options();
+    ord03.only_gates = {"ORD-01", "ORD-03"};
+    Record r = verify(c, std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_gdn_forward.so", ord03);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "ORD-03").verdict, Verdict::pass) << gate(r, "ORD-03").reason;
+
+    r = verify(c, bad_kernel("gdn_forward_ht_bias"), ord03);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "ORD-01").verdict, Verdict::pass) << gate(r, "ORD-01").reason;
+    const GateResult& g = gate(r, "ORD-03");
+    EXPECT_EQ(g.verdict, Verdict::fail) << g.reason;
+    EXPECT_EQ(g.signature, std::vector<std::string>{"thin-margin"});
+    EXPECT_EQ(g.detail["margin"].get<double>(), 2.0);
+    ASSERT_FALSE(g.evidence.empty());
+    EXPECT_EQ(g.evidence[0].output, "ht");
+    // o is the control's own, bit for bit: within its envelope on every probe.
+    int outputs_o = 0;
+    for (const auto& e : g.detail["errors"]) {
+        if (e["output"] != "o") continue;
+        ++outputs_o;
+        EXPECT_LE(e["ratio"].get<double>(), 1.0) << e.dump();
+    }
+    EXPECT_GT(outputs_o, 0);
+}
+
 TEST(Record, FloorPerProfile) {
     Record r;
     GateResult exc02;

@@ -940,6 +940,41 @@ TEST(Ord03, AContractsOwnMarginWidensTheSettingsOnly) {
     EXPECT_EQ(gates::ord03().judge(c, narrow, {o}).verdict, Verdict::pass);
 }
 
+// The record gives every output's ratio and each control's against the others alone, and a
+// probe fails once yet is measured to its end: the call after its failing one is recorded too.
+TEST(Ord03, RecordsEveryCallsRatiosAndTheControlsAgainstEachOther) {
+    Contract c = sum_contract();
+    c.controls = {"ctrl_a", "ctrl_b"};
+    ProbeOutcome o = envelope_outcome(0x1.4p-7, 0x1p-7, 0x1p-8);   // 1.25 x the envelope 2^-7
+    o.probe.id = "ORD-03/task/seed=0";
+    o.calls.push_back(envelope_outcome(0x1p-8, 0x1p-7, 0x1p-8).calls[0]);   // 0.5 x
+    GateResult r = gates::ord03().judge(c, Settings{}, {o});
+    EXPECT_EQ(r.verdict, Verdict::fail);
+    EXPECT_EQ(r.reason.rfind("1 of 1 probes", 0), 0u) << r.reason;
+    ASSERT_EQ(r.evidence.size(), 1u);
+    EXPECT_EQ(r.metric, 1.25);
+    ASSERT_EQ(r.detail["errors"].size(), 2u);
+    const auto& failing = r.detail["errors"][0];
+    EXPECT_EQ(failing["ratio"].get<double>(), 1.25);
+    // ctrl_a's 2^-7 is twice ctrl_b's 2^-8, and ctrl_b half ctrl_a's.
+    EXPECT_EQ(failing["control_ratios"], nlohmann::json::array({2.0, 0.5}));
+    const auto& next = r.detail["errors"][1];
+    EXPECT_EQ(next["call"].get<int>(), 1);
+    EXPECT_EQ(next["ratio"].get<double>(), 0.5);
+    EXPECT_EQ(next["control_ratios"], nlohmann::json::array({2.0, 0.5}));
+    // A control below the floor is judged against the floor: 2^-23 for a float32 output.
+    r = gates::ord03().judge(c, Settings{}, {margin_outcome(0x1p-8, 0x1p-22)});
+    EXPECT_EQ(r.detail["errors"][0]["control_ratios"], nlohmann::json::array({2.0, 0.0}));
+    // One control has no others to be judged against.
+    c.controls = {"ctrl_a"};
+    o = margin_outcome(0x1p-8, 0x1p-7);
+    o.calls[0].controls.resize(1);
+    o.calls[0].control_status.resize(1);
+    r = gates::ord03().judge(c, Settings{}, {o});
+    EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
+    EXPECT_TRUE(r.detail["errors"][0]["control_ratios"].empty());
+}
+
 TEST(Ord03, NotApplicableWithoutUsableControls) {
     Contract c = sum_contract();
     EXPECT_EQ(gates::ord03().not_applicable(c), "the contract names no positive controls");
