@@ -10,9 +10,11 @@
 //   [r · min(1, c/c'), r · max(1, c/c')]: a decision where that interval is on one side of 1.
 //   Every probe of these gates is one call and every call is checked, so r is the maximum over
 //   everything the gate saw.
-// - ORD-03 stores the largest err ratio; it fails iff that ratio exceeds the margin. Its judge
-//   stops at the first failing output of a call, so a failure re-judged at a looser margin is
-//   exact only for a contract with one floating-point output.
+// - ORD-03 stores the largest judged ratio; it fails iff that ratio exceeds the margin. Its
+//   judge measures every output of every call and records each entry's ratio (detail.errors),
+//   so a failure re-judged at a looser margin is exact. Records from before that stopped at a
+//   call's first failing output and carry no per-entry ratio: for them it is exact only for a
+//   contract with one floating-point output.
 // - A failure that no tolerance explains (a launch error, a crash, a hang, a NaN or Inf ratio)
 //   stays a failure; tolerance-free gates (ORD-02, EXC-01, RES-01, RES-02) and EXC-02 (no metric
 //   stored for its ORD-01 part) are kept as recorded.
@@ -287,6 +289,20 @@ nlohmann::json gate_margins(const nlohmann::json& run, const Settings& s) {
     return out;
 }
 
+namespace {
+
+// An ORD-03 result whose judge measured every output of every call: each recorded entry carries
+// its ratio (older records stopped at a call's first failing output and carry none).
+bool measured_to_the_end(const nlohmann::json& gate) {
+    const auto d = gate.find("detail");
+    if (d == gate.end() || !d->is_object()) return false;
+    const auto e = d->find("errors");
+    if (e == d->end() || !e->is_array() || e->empty()) return false;
+    return std::all_of(e->begin(), e->end(), [](const nlohmann::json& x) { return x.is_object() && x.contains("ratio"); });
+}
+
+}  // namespace
+
 Rejudged rejudge_gate(const nlohmann::json& gate, const Settings& recorded, const Settings& target,
                       const std::string& model, int float_outputs) {
     const std::string id = gate.value("id", "");
@@ -304,7 +320,7 @@ Rejudged rejudge_gate(const nlohmann::json& gate, const Settings& recorded, cons
 
     if (ord03) {
         if (r > ord03_margin_for(gate, target.ord03_margin)) return {"fail", "exact"};
-        if (verdict == "pass" || float_outputs == 1) return {"pass", "exact"};
+        if (verdict == "pass" || float_outputs == 1 || measured_to_the_end(gate)) return {"pass", "exact"};
         return {"undetermined", "undetermined"};
     }
     if (model == "envelope") {

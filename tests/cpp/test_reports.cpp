@@ -363,9 +363,16 @@ TEST(Rejudge, Ord03ComparesTheStoredRatioWithTheMargin) {
     EXPECT_EQ(rejudge_gate(pass, rec, grid_settings(rec, 2, 1.125), "", 0).state, "pass");
     const json fail = {{"id", "ORD-03"}, {"verdict", "fail"}, {"metric", 1.25}};
     EXPECT_EQ(rejudge_gate(fail, rec, grid_settings(rec, 4, 1.5), "analytic", 1).state, "pass");
-    // With two float outputs the judge stopped at the first failing one: the other is unseen.
+    // A record from a judge that stopped at a call's first failing output (no per-entry ratio):
+    // with two float outputs the other is unseen.
     EXPECT_EQ(rejudge_gate(fail, rec, grid_settings(rec, 4, 1.5), "analytic", 2).state, "undetermined");
     EXPECT_EQ(rejudge_gate(fail, rec, grid_settings(rec, 4, 1.0), "analytic", 2).state, "fail");
+    // The judge now measures every output and records each one's ratio: exact.
+    json whole = fail;
+    whole["detail"]["errors"] = json::array({json{{"output", "o"}, {"ratio", 1.25}}, json{{"output", "ht"}, {"ratio", 0.5}}});
+    const Rejudged r = rejudge_gate(whole, rec, grid_settings(rec, 4, 1.5), "analytic", 2);
+    EXPECT_EQ(r.state, "pass");
+    EXPECT_EQ(r.how, "exact");
 }
 
 TEST(Rejudge, KeepsWhatNoThresholdExplains) {
