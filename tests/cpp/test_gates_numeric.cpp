@@ -910,6 +910,28 @@ TEST(Ord03, MarginAgainstTheControlsEnvelope) {
     EXPECT_EQ(r.verdict, Verdict::fail);
 }
 
+// Within one ulp of the worst control passes at any margin: the order of a summation laid on an
+// error both share. With ctrl_a two ulps (2^-22) off, a candidate three ulps off (1.5 times the
+// envelope) passes even at margin 1, and one three and a half ulps off fails at 1.2 (1.75).
+TEST(Ord03, OneUlpAboveTheWorstControlPassesAtAnyMargin) {
+    Contract c = sum_contract();
+    c.controls = {"ctrl_a", "ctrl_b"};
+    GateResult r = gates::ord03().judge(c, Settings{}, {margin_outcome(0x1.8p-22, 0x1p-22)});
+    EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
+    EXPECT_EQ(r.metric, 1.0);
+    EXPECT_EQ(r.detail["errors"][0]["ratio"].get<double>(), 1.0);
+    Settings exact;
+    exact.ord03_margin = 1.0;
+    EXPECT_EQ(gates::ord03().judge(c, exact, {margin_outcome(0x1.8p-22, 0x1p-22)}).verdict, Verdict::pass);
+    r = gates::ord03().judge(c, Settings{}, {margin_outcome(0x1.cp-22, 0x1p-22)});
+    EXPECT_EQ(r.verdict, Verdict::fail);
+    EXPECT_EQ(r.metric, 1.75);
+    ASSERT_EQ(r.evidence.size(), 1u);
+    EXPECT_NE(r.evidence[0].signature.find("more than one ulp"), std::string::npos) << r.evidence[0].signature;
+    // The leave-one-out ratios are judged alike: ctrl_a is two ulps above ctrl_b's zero.
+    EXPECT_EQ(r.detail["errors"][0]["control_ratios"], nlohmann::json::array({2.0, 0.0}));
+}
+
 // A contract may declare a wider margin, calibrated against its own controls: the wider of the
 // two judges, and the record says which the contract asked for.
 TEST(Ord03, AContractsOwnMarginWidensTheSettingsOnly) {
