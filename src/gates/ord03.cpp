@@ -121,8 +121,8 @@ GateResult judge(const Contract& c, const Settings& s, const std::vector<ProbeOu
                     per_control.push_back(e);
                 }
                 // One unit in the last place of the output (2u relative, at the bottom of a
-                // binade): within it of the envelope the gate would judge the order of a
-                // summation, which any correct kernel may choose, not precision lost.
+                // binade): within one floor of the envelope the gate would judge the order of
+                // a summation, which any correct kernel may choose, not precision lost.
                 const double floor = 2 * params_for(c.outputs[out], s.c).u_out;
                 const EnvelopeErr cand = envelope_err(co.outputs[out], ystar);
                 const double ratio = judged_ratio(cand.err, envelope, floor);

@@ -698,8 +698,9 @@ TEST(RedTeam, GeluTanhApproximationMissesExactGelu) {
 }
 
 // The reasoning in exp_few_ulp_bias.cpp, checked on the task's inputs (N(0, 2²), seed 11):
-// every element within ORD-01's τ = 5u·|y*| + 2^-149 (r ≤ 0.8), and the envelope error at least
-// 2u while the control's stays at most u (ORD-03's threshold is 1.2u).
+// every element within ORD-01's τ = 5u·|y*| + 2^-149 (r ≤ 0.8); the control's every element is
+// y* rounded once, which ORD-03 counts as error 0, so its threshold is max(1.2·max(0, f), 0 + f)
+// = 1.2·f with the floor f = 2u; the biased kernel's envelope error is past it.
 TEST(RedTeam, ExpFewUlpBiasPassesOrd01ButNotTheEnvelope) {
     Kernel bias = redteam("exp_few_ulp_bias"), good = control("elementwise");
     std::mt19937_64 rng(11);
@@ -707,18 +708,20 @@ TEST(RedTeam, ExpFewUlpBiasPassesOrd01ButNotTheEnvelope) {
     Tensor x = input(DType::f32, {4, 1024}, xv), yb = output(DType::f32, {4, 1024}), yc = output(DType::f32, {4, 1024});
     ASSERT_EQ(bias.call("exp-f32", {&x}, {&yb}), 0);
     ASSERT_EQ(good.call("exp-f32", {&x}, {&yc}), 0);
-    double r = 0, max_ref = 0, err_b = 0, err_c = 0;
+    double r = 0, max_ref = 0, err_b = 0;
+    int64_t control_off = 0;
     for (int64_t i = 0; i < x.numel(); ++i) {
         const double ref = std::exp(x.get(i));
         r = std::max(r, std::fabs(yb.get(i) - ref) / (5 * kU32 * ref + 0x1p-149));
         max_ref = std::max(max_ref, ref);
         err_b = std::max(err_b, std::fabs(yb.get(i) - ref));
-        err_c = std::max(err_c, std::fabs(yc.get(i) - ref));
+        control_off += yc.get(i) != double(float(ref));
     }
+    const double floor = 2 * kU32;
     EXPECT_LE(r, 0.8) << "ORD-01 ratio";
-    EXPECT_GE(err_b / max_ref, 2 * kU32) << "envelope error of the biased kernel";
-    EXPECT_LE(err_c / max_ref, kU32 * (1 + 0x1p-20)) << "envelope error of the control";
-    EXPECT_GT(err_b / max_ref, 1.2 * std::max(err_c / max_ref, kU32)) << "ORD-03 at margin 1.2";
+    EXPECT_EQ(control_off, 0) << "the control's elements are y* rounded once: envelope error 0";
+    EXPECT_GE(err_b / max_ref, floor) << "envelope error of the biased kernel";
+    EXPECT_GT(err_b / max_ref, 1.2 * floor) << "ORD-03 at margin 1.2 (the control's error 0)";
 }
 
 TEST(RedTeam, MatmulUnzeroedOutputAddsToThePoison) {
