@@ -6,11 +6,9 @@
 // implementation are compiled in here. gdn_backward_bf16_operands.cpp compiles this file with
 // KCV_GDN_CONTROL_BF16_OPERANDS set: the same algorithm with its intermediates rounded to bf16, for
 // the contracts that allow bf16 operands.
-#include <exception>
-#include <string>
-
 #include "kcv/kcv_kernel.h"
 #include "kcv_float_env.hpp"
+#include "kcv_kernel_util.hpp"
 
 #include "../../gdn/cpu/gdn_chunked.cpp"
 #include "../../gdn/cpu/kcv_call_io.hpp"
@@ -25,36 +23,24 @@
     R"j("gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla", "gdn-backward-gdn", "gdn-backward-kda")j"
 #endif
 
-namespace {
-thread_local std::string last_error;
-}
-
-extern "C" {
-
-int kcv_kernel(const kcv_call* call) {
-    try {
-        kcvk::IeeeEnvironment ieee;
+KCV_EXPORT int kcv_kernel(const kcv_call* call) {
+    return kcvk::run_kernel(call, [](const kcv_call& c) {
+        const kcvk::IeeeEnvironment ieee;
         using namespace kcv::gdn;
-        cpu::serve_backward<cpu::BackwardArgs>(call, [](const Problem& p, cpu::BackwardArgs a) {
+        cpu::serve_backward<cpu::BackwardArgs>(&c, [](const Problem& p, cpu::BackwardArgs a) {
             a.bf16_operands = KCV_GDN_CONTROL_BF16_OPERANDS;
             cpu::chunked_backward(p, a);
         });
-        return 0;
-    } catch (const std::exception& e) {
-        last_error = e.what();
-        return 1;
-    }
+    });
 }
 
-const char* kcv_kernel_name(void) { return KCV_GDN_CONTROL_NAME " (" KCV_GDN_CONTROL_TITLE ")"; }
+KCV_EXPORT const char* kcv_kernel_name(void) { return KCV_GDN_CONTROL_NAME " (" KCV_GDN_CONTROL_TITLE ")"; }
 
-const char* kcv_kernel_last_error(void) { return last_error.c_str(); }
+KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }
 
-const char* kcv_kernel_manifest(void) {
+KCV_EXPORT const char* kcv_kernel_manifest(void) {
     return R"j({"role": "control", "name": ")j" KCV_GDN_CONTROL_NAME R"j(",)j"
            R"j( "description": "float32 chunked gated linear recurrence backward (reverse state scan, VJP through the WY/UT transform))j"
            KCV_GDN_CONTROL_OPERANDS R"j(",)j"
            R"j( "contracts": [)j" KCV_GDN_CONTROL_CONTRACTS R"j(]})j";
 }
-
-}  // extern "C"

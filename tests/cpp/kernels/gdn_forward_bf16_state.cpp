@@ -4,19 +4,15 @@
 // state in a bf16 buffer would. Each chunk's products are what a bf16-operand contract allows; the
 // carried state is an accumulator, whose rounding that contract does not allow, and it compounds
 // over the sequence.
-#include <exception>
-#include <string>
-
 #include "kcv/kcv_kernel.h"
 #include "kcv_float_env.hpp"
+#include "kcv_kernel_util.hpp"
 
 #include "../../../gdn/cpu/gdn_chunked.cpp"
 #include "../../../gdn/cpu/kcv_call_io.hpp"
 #include "../../../gdn/problem.cpp"
 
 namespace {
-
-thread_local std::string last_error;
 
 using namespace kcv::gdn;
 using namespace kcv::gdn::cpu;
@@ -29,21 +25,13 @@ void forward_with_bf16_state(const Problem& p, const ForwardArgs& a) {
 
 }  // namespace
 
-extern "C" {
-
-int kcv_kernel(const kcv_call* call) {
-    try {
-        kcvk::IeeeEnvironment ieee;
-        serve_forward<ForwardArgs>(call, forward_with_bf16_state);
-        return 0;
-    } catch (const std::exception& e) {
-        last_error = e.what();
-        return 1;
-    }
+KCV_EXPORT int kcv_kernel(const kcv_call* call) {
+    return kcvk::run_kernel(call, [](const kcv_call& c) {
+        const kcvk::IeeeEnvironment ieee;
+        serve_forward<ForwardArgs>(&c, forward_with_bf16_state);
+    });
 }
 
-const char* kcv_kernel_name(void) { return "gdn_forward_bf16_state"; }
+KCV_EXPORT const char* kcv_kernel_name(void) { return "gdn_forward_bf16_state"; }
 
-const char* kcv_kernel_last_error(void) { return last_error.c_str(); }
-
-}  // extern "C"
+KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }

@@ -4,19 +4,15 @@
 // is the control's, bit for bit; only the state it hands to the next segment is biased, as a
 // kernel that rounded its final store upward, or folded a stale correction into it, would be.
 // No tolerance the analytic bound allows excludes it; ORD-03 against the controls must.
-#include <exception>
-#include <string>
-
 #include "kcv/kcv_kernel.h"
 #include "kcv_float_env.hpp"
+#include "kcv_kernel_util.hpp"
 
 #include "../../../gdn/cpu/gdn_chunked.cpp"
 #include "../../../gdn/cpu/kcv_call_io.hpp"
 #include "../../../gdn/problem.cpp"
 
 namespace {
-
-thread_local std::string last_error;
 
 using namespace kcv::gdn;
 using namespace kcv::gdn::cpu;
@@ -28,21 +24,13 @@ void forward_with_biased_state(const Problem& p, const ForwardArgs& a) {
 
 }  // namespace
 
-extern "C" {
-
-int kcv_kernel(const kcv_call* call) {
-    try {
-        kcvk::IeeeEnvironment ieee;
-        serve_forward<ForwardArgs>(call, forward_with_biased_state);
-        return 0;
-    } catch (const std::exception& e) {
-        last_error = e.what();
-        return 1;
-    }
+KCV_EXPORT int kcv_kernel(const kcv_call* call) {
+    return kcvk::run_kernel(call, [](const kcv_call& c) {
+        const kcvk::IeeeEnvironment ieee;
+        serve_forward<ForwardArgs>(&c, forward_with_biased_state);
+    });
 }
 
-const char* kcv_kernel_name(void) { return "gdn_forward_ht_bias"; }
+KCV_EXPORT const char* kcv_kernel_name(void) { return "gdn_forward_ht_bias"; }
 
-const char* kcv_kernel_last_error(void) { return last_error.c_str(); }
-
-}  // extern "C"
+KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }
