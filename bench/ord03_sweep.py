@@ -3,7 +3,10 @@
 
 For each contract (file name matching --contracts) and seed, one `kcv verify --gate ORD-03` of
   - the contract's first positive control (--candidates controls, CPU only), or
-  - the recurrence's CUDA kernels (--candidates kernels: <kernels>/cuda/kcv_gdn_{forward,backward}.so).
+  - the recurrence's CUDA kernels (--candidates kernels: <kernels>/cuda/kcv_gdn_{forward,backward}.so), or
+  - the chunked control at another chunk length (--candidates chunk32 or chunk128:
+    <kernels>/kcv_controls_gdn_{forward,backward}_chunk<N>.so), a correct implementation that
+    is not among the contract's controls.
 ORD-03's record keeps, for every probe, call and output (detail.errors), the candidate's ratio to
 the controls' envelope and each control's ratio against the envelope of the others alone ("leave
 one out"): how far a correct implementation strays above an envelope it is not part of. The gate
@@ -24,7 +27,7 @@ import subprocess
 import time
 import tomllib
 
-GRID = (1.0, 1.1, 1.2, 1.5, 2.0)
+GRID = (1.0, 1.1, 1.2, 1.5, 2.0, 3.0)
 
 
 def seeds_of(text):
@@ -44,6 +47,10 @@ def jobs_for(args):
             continue  # one control has no envelope but its own
         if args.candidates == "controls":
             label, path = controls[0], os.path.join(args.kernels, f"kcv_controls_{controls[0]}.so")
+        elif args.candidates.startswith("chunk"):
+            kind = stem.split("-")[1]
+            label = f"gdn_{kind}_{args.candidates}"
+            path = os.path.join(args.kernels, f"kcv_controls_{label}.so")
         else:
             kind = stem.split("-")[1]
             label, path = f"cuda_{kind}", os.path.join(args.kernels, "cuda", f"kcv_gdn_{kind}.so")
@@ -94,8 +101,9 @@ def main():
     ap.add_argument("--kernels", required=True)
     ap.add_argument("--contracts", default=r"^gdn-")
     ap.add_argument("--seeds", default="0-15")
-    ap.add_argument("--candidates", choices=("controls", "kernels"), default="controls",
-                    help="whom to verify; either way the records give the controls against each other")
+    ap.add_argument("--candidates", choices=("controls", "kernels", "chunk32", "chunk128"), default="controls",
+                    help="whom to verify: the first control, the CUDA kernels, or the chunked control at another "
+                         "chunk length; either way the records give the controls against each other")
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--deadline", type=float, default=86400.0, help="seconds from the start")
     ap.add_argument("--out", required=True)

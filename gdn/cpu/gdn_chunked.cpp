@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../../kernels/common/kcv_half.hpp"
@@ -391,7 +393,11 @@ Mat load_state(const float* src, int K, int V) {
     return S;
 }
 
-int chunk_length(int64_t length, int64_t t0) { return static_cast<int>(std::min<int64_t>(kChunk, length - t0)); }
+int chunk_length(int64_t length, int64_t t0, int chunk) { return static_cast<int>(std::min<int64_t>(chunk, length - t0)); }
+
+void expect_chunk(int chunk) {
+    if (chunk < 1) throw std::invalid_argument("gdn chunked: a chunk must hold at least one token, got " + std::to_string(chunk));
+}
 
 // The forward's walk over sequences, value heads and chunks. Each chunk's next state passes
 // through `carry` before it starts the following chunk (and before it is written as ht):
@@ -400,6 +406,7 @@ int chunk_length(int64_t length, int64_t t0) { return static_cast<int>(std::min<
 template <class Carry>
 void forward_carrying(const Problem& p, const ForwardArgs& a, Carry&& carry) {
     validate(p);
+    expect_chunk(a.chunk);
     const Layout lay(p.shape);
     const int K = static_cast<int>(p.shape.K), V = static_cast<int>(p.shape.V);
     const Inputs in{a.q, a.k, a.v, a.g, a.beta};
@@ -408,8 +415,8 @@ void forward_carrying(const Problem& p, const ForwardArgs& a, Carry&& carry) {
         const Span& seq = lay.seqs[n];
         for (int64_t hv = 0; hv < p.shape.HV; ++hv) {
             Mat S = load_state(a.h0 ? a.h0 + lay.state(n, hv) : nullptr, K, V);
-            for (int64_t t0 = 0; t0 < seq.length; t0 += kChunk) {
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, a.bf16_operands);
+            for (int64_t t0 = 0; t0 < seq.length; t0 += a.chunk) {
+                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0, a.chunk), hv, a.bf16_operands);
                 const ChunkForward f = chunk_forward(p, c, S, a.bf16_operands);
                 Mat O, S_next;
                 chunk_outputs(scale, f, S, O, S_next);
@@ -431,6 +438,7 @@ void chunked_forward(const Problem& p, const ForwardArgs& a) {
 
 void chunked_backward(const Problem& p, const BackwardArgs& a) {
     validate(p);
+    expect_chunk(a.chunk);
     const Layout lay(p.shape);
     const Shape& s = p.shape;
     const int K = static_cast<int>(s.K), V = static_cast<int>(s.V);
@@ -445,9 +453,9 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
             // Chunk-start states, from the forward recurrence.
             std::vector<Mat> starts;
             Mat S = load_state(a.h0 ? a.h0 + lay.state(n, hv) : nullptr, K, V);
-            for (int64_t t0 = 0; t0 < seq.length; t0 += kChunk) {
+            for (int64_t t0 = 0; t0 < seq.length; t0 += a.chunk) {
                 starts.push_back(S);
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, a.bf16_operands);
+                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0, a.chunk), hv, a.bf16_operands);
                 Mat O, S_next;
                 chunk_outputs(scale, chunk_forward(p, c, S, a.bf16_operands), S, O, S_next);
                 S = std::move(S_next);
@@ -455,8 +463,8 @@ void chunked_backward(const Problem& p, const BackwardArgs& a) {
             // The reverse state scan: dS is the gradient of the state after the chunk.
             Mat dS = load_state(a.dht ? a.dht + lay.state(n, hv) : nullptr, K, V);
             for (int64_t ci = static_cast<int64_t>(starts.size()) - 1; ci >= 0; --ci) {
-                const int64_t t0 = ci * kChunk;
-                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0), hv, a.bf16_operands);
+                const int64_t t0 = ci * a.chunk;
+                const Chunk c = load_chunk(p, lay, in, seq, t0, chunk_length(seq.length, t0, a.chunk), hv, a.bf16_operands);
                 const bool bf16 = a.bf16_operands;
                 const ChunkForward f = chunk_forward(p, c, starts[ci], bf16);
                 const Mat& S0 = f.S0;

@@ -27,6 +27,11 @@
 // dT, dR̃, X, dA and d(b ⊙ K). Products accumulate in float32, the gate's exponentials and the
 // carried states (S and dS) stay float32. The positive control of contracts that declare bf16
 // operands (docs/gdn.md); off, the bits are those of the float32 algorithm above.
+//
+// chunk: the tokens a chunk holds, 64 (C above) unless set. Every chunk length is a correct
+// algorithm that rounds differently: the CUDA kernels use 64, and the recurrence contracts take a
+// control at 32 as well, so that ORD-03's envelope spans the chunk lengths implementations choose
+// between (docs/gdn.md).
 #pragma once
 
 #include "../problem.hpp"
@@ -46,6 +51,7 @@ struct ForwardArgs {
     float* o = nullptr;            // required
     float* ht = nullptr;           // final state; may be null
     bool bf16_operands = false;    // below
+    int chunk = kChunk;            // tokens a chunk (below)
 };
 void chunked_forward(const Problem& p, const ForwardArgs& a);
 
@@ -67,6 +73,7 @@ struct BackwardArgs {
     float* dbeta = nullptr;
     float* dh0 = nullptr;
     bool bf16_operands = false;    // below
+    int chunk = kChunk;            // tokens a chunk (below)
 };
 void chunked_backward(const Problem& p, const BackwardArgs& a);
 

@@ -22,6 +22,11 @@
 #define KCV_GDN_CONTROL_CONTRACTS                                                                                   \
     R"j("gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla", "gdn-backward-gdn", "gdn-backward-kda")j"
 #endif
+#ifndef KCV_GDN_CONTROL_CHUNK
+#define KCV_GDN_CONTROL_CHUNK 64
+#endif
+#define KCV_GDN_CONTROL_STR(x) #x
+#define KCV_GDN_CONTROL_TEXT(x) KCV_GDN_CONTROL_STR(x)
 
 KCV_EXPORT int kcv_kernel(const kcv_call* call) {
     return kcvk::run_kernel(call, [](const kcv_call& c) {
@@ -29,6 +34,7 @@ KCV_EXPORT int kcv_kernel(const kcv_call* call) {
         using namespace kcv::gdn;
         cpu::serve_backward<cpu::BackwardArgs>(&c, [](const Problem& p, cpu::BackwardArgs a) {
             a.bf16_operands = KCV_GDN_CONTROL_BF16_OPERANDS;
+            a.chunk = KCV_GDN_CONTROL_CHUNK;
             cpu::chunked_backward(p, a);
         });
     });
@@ -40,7 +46,7 @@ KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); 
 
 KCV_EXPORT const char* kcv_kernel_manifest(void) {
     return R"j({"role": "control", "name": ")j" KCV_GDN_CONTROL_NAME R"j(",)j"
-           R"j( "description": "float32 chunked gated linear recurrence backward (reverse state scan, VJP through the WY/UT transform))j"
+           R"j( "description": "float32 chunked gated linear recurrence backward (C = )j" KCV_GDN_CONTROL_TEXT(KCV_GDN_CONTROL_CHUNK) R"j(, reverse state scan, VJP through the WY/UT transform))j"
            KCV_GDN_CONTROL_OPERANDS R"j(",)j"
            R"j( "contracts": [)j" KCV_GDN_CONTROL_CONTRACTS R"j(]})j";
 }

@@ -21,6 +21,11 @@
 #define KCV_GDN_CONTROL_CONTRACTS                                                                              \
     R"j("gdn-forward-linear-attention", "gdn-forward-ssd", "gdn-forward-gla", "gdn-forward-gdn", "gdn-forward-kda")j"
 #endif
+#ifndef KCV_GDN_CONTROL_CHUNK
+#define KCV_GDN_CONTROL_CHUNK 64
+#endif
+#define KCV_GDN_CONTROL_STR(x) #x
+#define KCV_GDN_CONTROL_TEXT(x) KCV_GDN_CONTROL_STR(x)
 
 KCV_EXPORT int kcv_kernel(const kcv_call* call) {
     return kcvk::run_kernel(call, [](const kcv_call& c) {
@@ -28,6 +33,7 @@ KCV_EXPORT int kcv_kernel(const kcv_call* call) {
         using namespace kcv::gdn;
         cpu::serve_forward<cpu::ForwardArgs>(&c, [](const Problem& p, cpu::ForwardArgs a) {
             a.bf16_operands = KCV_GDN_CONTROL_BF16_OPERANDS;
+            a.chunk = KCV_GDN_CONTROL_CHUNK;
             cpu::chunked_forward(p, a);
         });
     });
@@ -39,7 +45,7 @@ KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); 
 
 KCV_EXPORT const char* kcv_kernel_manifest(void) {
     return R"j({"role": "control", "name": ")j" KCV_GDN_CONTROL_NAME R"j(",)j"
-           R"j( "description": "float32 chunked gated linear recurrence forward (C = 64, WY/UT transform, sub-chunk anchoring))j"
+           R"j( "description": "float32 chunked gated linear recurrence forward (C = )j" KCV_GDN_CONTROL_TEXT(KCV_GDN_CONTROL_CHUNK) R"j(, WY/UT transform, sub-chunk anchoring))j"
            KCV_GDN_CONTROL_OPERANDS R"j(",)j"
            R"j( "contracts": [)j" KCV_GDN_CONTROL_CONTRACTS R"j(]})j";
 }

@@ -1,0 +1,14 @@
+// The chunked algorithm of gdn_backward.cpp with chunks of 128 tokens instead of 64: another correct
+// float32 implementation of the recurrence contracts (contracts/gdn-backward-*.toml), which rounds
+// differently. Not among the contracts' controls: `bench/ord03_sweep.py --candidates chunk32` (or
+// chunk128) judges it against the chunked and the token-by-token controls, and the spread of
+// correct implementations it measures is what a contract's ORD-03 margin is read from
+// (docs/gates.md, "A contract's own margin").
+#define KCV_GDN_CONTROL_BF16_OPERANDS false
+#define KCV_GDN_CONTROL_CHUNK 128
+#define KCV_GDN_CONTROL_NAME "gdn_backward_chunk128"
+#define KCV_GDN_CONTROL_TITLE "float32 chunked recurrence adjoint, chunks of 128 tokens, CPU"
+#define KCV_GDN_CONTROL_OPERANDS ""
+#define KCV_GDN_CONTROL_CONTRACTS \
+    R"j("gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla", "gdn-backward-gdn", "gdn-backward-kda")j"
+#include "gdn_backward.cpp"
