@@ -25,6 +25,9 @@
 #ifndef KCV_GDN_CONTROL_CHUNK
 #define KCV_GDN_CONTROL_CHUNK 64
 #endif
+#ifndef KCV_GDN_CONTROL_ROLE
+#define KCV_GDN_CONTROL_ROLE "control"
+#endif
 #define KCV_GDN_CONTROL_STR(x) #x
 #define KCV_GDN_CONTROL_TEXT(x) KCV_GDN_CONTROL_STR(x)
 
@@ -45,7 +48,7 @@ KCV_EXPORT const char* kcv_kernel_name(void) { return KCV_GDN_CONTROL_NAME " (" 
 KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }
 
 KCV_EXPORT const char* kcv_kernel_manifest(void) {
-    return R"j({"role": "control", "name": ")j" KCV_GDN_CONTROL_NAME R"j(",)j"
+    return R"j({"role": ")j" KCV_GDN_CONTROL_ROLE R"j(", "name": ")j" KCV_GDN_CONTROL_NAME R"j(",)j"
            R"j( "description": "float32 chunked gated linear recurrence backward (C = )j" KCV_GDN_CONTROL_TEXT(KCV_GDN_CONTROL_CHUNK) R"j(, reverse state scan, VJP through the WY/UT transform))j"
            KCV_GDN_CONTROL_OPERANDS R"j(",)j"
            R"j( "contracts": [)j" KCV_GDN_CONTROL_CONTRACTS R"j(]})j";

@@ -313,6 +313,33 @@ TEST(Verify, RecurrenceWithBf16OperandsPassesItsContractButNotABf16State) {
     EXPECT_EQ(gate(r, "ORD-03").signature, std::vector<std::string>{"thin-margin"});
 }
 
+// Another chunk length is another correct implementation that rounds differently: the chunked
+// backward at chunks of 128 exceeds the two controls' envelope on gdn-backward-gdn by more than the
+// setting's margin and one ulp (1.51 times at seed 0, quick probes), and passes at the contract's
+// own margin of 3. A dh0 scaled by 1 + 2^-19 (16 to 32 ulps), which the analytic bound admits,
+// still fails it.
+TEST(Verify, RecurrenceBackwardAtAnotherChunkLengthPassesAtTheContractsMargin) {
+    const Contract c = resolve_contract("gdn-backward-gdn");
+    ASSERT_EQ(c.measurement.ord03_margin, 3.0);
+    VerifyOptions ord03 = quick_options();
+    ord03.only_gates = {"ORD-03"};
+    Record r = verify(c, std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_gdn_backward_chunk128.so", ord03);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    const GateResult& chunk128 = gate(r, "ORD-03");
+    EXPECT_EQ(chunk128.verdict, Verdict::pass) << chunk128.reason;
+    EXPECT_GT(chunk128.metric, Settings{}.ord03_margin) << "beyond the setting's margin: the contract's admits it";
+    EXPECT_EQ(chunk128.detail["contract_margin"].get<double>(), 3.0);
+
+    ord03.only_gates = {"ORD-01", "ORD-03"};
+    r = verify(c, bad_kernel("gdn_backward_dh0_bias"), ord03);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "ORD-01").verdict, Verdict::pass) << gate(r, "ORD-01").reason;
+    const GateResult& biased = gate(r, "ORD-03");
+    EXPECT_EQ(biased.verdict, Verdict::fail) << biased.reason;
+    ASSERT_FALSE(biased.evidence.empty());
+    EXPECT_EQ(biased.evidence[0].output, "dh0");
+}
+
 // ORD-03 admits one ulp above the worst control, and still excludes a final state a few ulps high:
 // on the bf16 Gated DeltaNet forward the chunked control passes, and the same algorithm with ht
 // scaled by 1 + 2^-21 (four to eight ulps) fails on ht, where the analytic bound admits it.
