@@ -13,7 +13,8 @@ one out"): how far a correct implementation strays above an envelope it is not p
 computes both; this script only gathers them. The table says, per contract and line,
 the largest ratio over the seeds, at which seed, and at how many seeds each margin of the
 calibration grid would fail it. A contract's measurement.ord03_margin is chosen from its controls'
-lines (docs/gates.md, "ORD-03"), never from a candidate's.
+lines and the chunk-length variants' (docs/gates.md, "A contract's own margin"), never from the
+kernels'.
 
     python3 bench/ord03_sweep.py --kcv build/out/bin/kcv --kernels build/out/kernels \
         --contracts 'gdn-forward-.*-b?f16$' --seeds 0-15 --candidates controls --jobs 16 --out /tmp/sweep

@@ -22,14 +22,7 @@
 #define KCV_GDN_CONTROL_CONTRACTS                                                                                   \
     R"j("gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla", "gdn-backward-gdn", "gdn-backward-kda")j"
 #endif
-#ifndef KCV_GDN_CONTROL_CHUNK
-#define KCV_GDN_CONTROL_CHUNK 64
-#endif
-#ifndef KCV_GDN_CONTROL_ROLE
-#define KCV_GDN_CONTROL_ROLE "control"
-#endif
-#define KCV_GDN_CONTROL_STR(x) #x
-#define KCV_GDN_CONTROL_TEXT(x) KCV_GDN_CONTROL_STR(x)
+#include "gdn_control_variant.hpp"
 
 KCV_EXPORT int kcv_kernel(const kcv_call* call) {
     return kcvk::run_kernel(call, [](const kcv_call& c) {

@@ -21,14 +21,7 @@
 #define KCV_GDN_CONTROL_CONTRACTS                                                                              \
     R"j("gdn-forward-linear-attention", "gdn-forward-ssd", "gdn-forward-gla", "gdn-forward-gdn", "gdn-forward-kda")j"
 #endif
-#ifndef KCV_GDN_CONTROL_CHUNK
-#define KCV_GDN_CONTROL_CHUNK 64
-#endif
-#ifndef KCV_GDN_CONTROL_ROLE
-#define KCV_GDN_CONTROL_ROLE "control"
-#endif
-#define KCV_GDN_CONTROL_STR(x) #x
-#define KCV_GDN_CONTROL_TEXT(x) KCV_GDN_CONTROL_STR(x)
+#include "gdn_control_variant.hpp"
 
 KCV_EXPORT int kcv_kernel(const kcv_call* call) {
     return kcvk::run_kernel(call, [](const kcv_call& c) {
