@@ -46,14 +46,13 @@ def jobs_for(args):
             controls = tomllib.load(f)["oracle"].get("controls", [])
         if len(controls) < 2:
             continue  # one control has no envelope but its own
+        kind = stem.split("-")[1]   # forward or backward
         if args.candidates == "controls":
             label, path = controls[0], os.path.join(args.kernels, f"kcv_controls_{controls[0]}.so")
         elif args.candidates.startswith("chunk"):
-            kind = stem.split("-")[1]
             label = f"gdn_{kind}_{args.candidates}"
             path = os.path.join(args.kernels, f"kcv_controls_{label}.so")
         else:
-            kind = stem.split("-")[1]
             label, path = f"cuda_{kind}", os.path.join(args.kernels, "cuda", f"kcv_gdn_{kind}.so")
         jobs += [(stem, label, path, seed, controls) for seed in seeds_of(args.seeds)]
     return jobs
