@@ -69,6 +69,12 @@ struct OutputSpec {
     ErrorModelKind model = ErrorModelKind::elementwise;
     // Accumulation length K_i as an expression over dimension names: "K", "M*N", "1".
     std::string k = "1";
+    // Where the contract allows an operand format (semantics.bf16_operands, tf32_operands): how
+    // many rounded operands one term of this output passes through, each costing u(op) relative.
+    // 2 for a sum of products a·b with both operands rounded once; more where the algorithm the
+    // contract admits chains products whose intermediates are rounded too (docs/gates.md,
+    // "Analytic model").
+    int operand_roundings = 2;
     bool operator==(const OutputSpec&) const = default;
 };
 

@@ -19,6 +19,8 @@ struct ErrorModelParams {
     double ulp_min_normal = 0;             // ulp_out(min normal)
     double u_op = 0;                       // unit roundoff of the operand format the contract
                                            // allows (tf32_operands, bf16_operands), 0 if none
+    double operand_roundings = 2;          // rounded operands along one term of the output
+                                           // (OutputSpec::operand_roundings)
 };
 // True for an output that is a sum of products (reduction and scan models): only its terms can
 // underflow before the output's own rounding, and only its operands can be rounded.
@@ -38,10 +40,12 @@ DType allowed_operands(const Semantics& s);
 // by at most c·√K·u(acc)/(2·u(op)) of the operand term and only where an operand is below N_F.
 double operand_floor(const Contract& contract);
 
-// τ_i = c·√K·(u(acc)·s_i + η(acc)) + 2·u(op)·s_i + u(out)·|y*_i| + ulp_out(min normal), given
+// τ_i = c·√K·(u(acc)·s_i + η(acc)) + n·u(op)·s_i + u(out)·|y*_i| + ulp_out(min normal), given
 // s_i and |y*_i|. The operand term: each product a·b of the sum with both operands rounded once
 // carries a relative error of at most 2·u(op), so the sum's error is at most 2·u(op)·Σ|a·b|; it
-// does not grow with √K (an operand is rounded once, not once per addition).
+// does not grow with √K (an operand is rounded once, not once per addition). n = 2 unless the
+// output declares that its terms pass through more rounded operands (operand_roundings): a term
+// that is a chain of products, each intermediate rounded once, errs by at most n·u(op) of it.
 // η(acc) is the absolute error of IEEE gradual underflow, fl(a·b) = a·b·(1 + δ) + η: negligible
 // unless the terms themselves are subnormal, where a sum of K products is only exact to about
 // √K·η whatever the order.

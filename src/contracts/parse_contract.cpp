@@ -249,7 +249,7 @@ OutputSpec decode_output(const Fields& top, const json& node, const std::string&
     out.dtype = f.dtype("dtype");
     out.shape = f.shape("shape");
     f.value("tolerance");
-    Fields t = f.table("tolerance", {"model", "k", "accumulator"});
+    Fields t = f.table("tolerance", {"model", "k", "accumulator", "operand_roundings"});
     t.value("model");
     std::string model;
     t.word("model", contracts::error_model_words(), model);
@@ -259,6 +259,11 @@ OutputSpec decode_output(const Fields& top, const json& node, const std::string&
     else if (out.model == ErrorModelKind::reduction || out.model == ErrorModelKind::scan)
         t.fail("k", std::string("a ") + name(out.model) + " must declare its accumulation length k");
     t.dtype("accumulator", out.accumulator);
+    if (t.has("operand_roundings")) {
+        const int64_t n = t.integer("operand_roundings", 2);
+        if (n > 64) t.fail("operand_roundings", "must be at most 64, not " + std::to_string(n));
+        out.operand_roundings = static_cast<int>(n);
+    }
     return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "dim_expr.hpp"
 #include "kcv/contract.hpp"
+#include "kcv/error_model.hpp"
 #include "kcv/oracle.hpp"
 #include "vocabulary.hpp"
 
@@ -155,6 +156,16 @@ private:
         if (!info(out.accumulator).is_float)
             fail(at(tolerance, "accumulator"), std::string("the accumulator must be a floating-point dtype, not ") +
                                                    name(out.accumulator));
+        if (out.operand_roundings != 2) {
+            const std::string where = at(tolerance, "operand_roundings");
+            if (out.operand_roundings < 2 || out.operand_roundings > 64) fail(where, "must be from 2 to 64");
+            if (!accumulates(out))
+                fail(where, std::string("only a reduction or a scan multiplies operands, not an ") + name(out.model) +
+                                " output");
+            if (!c_.semantics.bf16_operands && !c_.semantics.tf32_operands)
+                fail(where, "counts rounded operands, but the contract allows no operand format "
+                            "(semantics.bf16_operands or tf32_operands)");
+        }
     }
 
     // Gather-like tasks: the verifier reads semantics.index_policy, the kernel reads the

@@ -70,6 +70,7 @@ ordered_json output_json(const OutputSpec& out) {
     j["dtype"] = name(out.dtype);
     j["shape"] = shape_value(out.shape);
     j["tolerance"] = {{"model", name(out.model)}, {"k", size_value(out.k)}, {"accumulator", name(out.accumulator)}};
+    if (out.operand_roundings != 2) j["tolerance"]["operand_roundings"] = out.operand_roundings;
     return j;
 }
 

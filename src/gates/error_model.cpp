@@ -81,11 +81,12 @@ ErrorModelParams params_for(const Contract& contract, size_t out, double c) {
     ErrorModelParams p = params_for(o, c);
     const DType operands = allowed_operands(contract.semantics);
     if (operands != DType::f32 && accumulates(o) && p.u_acc > 0) p.u_op = info(operands).unit_roundoff;
+    p.operand_roundings = o.operand_roundings;
     return p;
 }
 
 double analytic_tau(const ErrorModelParams& p, int64_t k, double s, double abs_ystar) {
-    return p.c * std::sqrt(static_cast<double>(k)) * (p.u_acc * s + p.eta_acc) + 2 * p.u_op * s +
+    return p.c * std::sqrt(static_cast<double>(k)) * (p.u_acc * s + p.eta_acc) + p.operand_roundings * p.u_op * s +
            p.u_out * abs_ystar + p.ulp_min_normal;
 }
 

@@ -54,7 +54,8 @@ OutputCheck analytic_check(const Contract& c, const Settings& s, const ProbeOutc
     r.detail = {{"model", "analytic"},  {"k", k},
                 {"c", p.c},             {"u_acc", p.u_acc},
                 {"eta_acc", p.eta_acc}, {"u_out", p.u_out},
-                {"ulp_min_normal", p.ulp_min_normal}, {"u_op", p.u_op}, {"compared", a.compared},
+                {"ulp_min_normal", p.ulp_min_normal}, {"u_op", p.u_op},
+                {"operand_roundings", p.operand_roundings}, {"compared", a.compared},
                 {"violations", a.violations}};
     if (a.worst >= 0) {
         r.detail["err"] = a.err_at_worst;

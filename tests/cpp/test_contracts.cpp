@@ -157,6 +157,7 @@ TEST(ContractReader, BaseParsesEveryField) {
     EXPECT_EQ(c.outputs[0].model, ErrorModelKind::reduction);
     EXPECT_EQ(c.outputs[0].k, "K");
     EXPECT_EQ(c.outputs[0].accumulator, DType::f64);
+    EXPECT_EQ(c.outputs[0].operand_roundings, 2);   // a sum of products, unless declared
     EXPECT_EQ(c.semantics.determinism, Determinism::gpu_to_gpu);
     EXPECT_EQ(c.semantics.in_place, std::vector<std::string>{"a"});
     EXPECT_EQ(c.semantics.index_policy, "none");
@@ -259,6 +260,7 @@ TEST(ContractWriter, RoundTripsRandomContracts) {
         out.accumulator = pick(2) ? DType::f32 : DType::f64;
         out.model = ErrorModelKind(pick(4));
         out.k = pick(2) ? "D0" : "D0*" + std::to_string(1 + pick(50));
+        out.operand_roundings = pick(2) ? 2 : 3 + pick(62);
         c.outputs.push_back(out);
         c.semantics.determinism = Determinism(pick(3));
         c.semantics.strided_inputs = pick(2);
@@ -280,6 +282,30 @@ TEST(ContractWriter, RoundTripsRandomContracts) {
         }
         EXPECT_TRUE(back == c) << "seed " << seed << "\n" << json << "\nread back as\n" << to_json(back);
     }
+}
+
+// An output's operand_roundings: parsed, written only when it differs from a sum of products'
+// two, read back, and refused where it cannot mean anything.
+TEST(ContractReader, OperandRoundingsCountsAnOutputsRoundedOperands) {
+    const std::string six = edit(kBase, "accumulator = \"f64\" }", "accumulator = \"f64\", operand_roundings = 6 }");
+    Contract c = parse_contract(six, "t.toml");
+    EXPECT_EQ(c.outputs[0].operand_roundings, 6);
+    EXPECT_NO_THROW(validate(c));
+    const std::string json = to_json(c);
+    EXPECT_NE(json.find("\"operand_roundings\": 6"), std::string::npos) << json;
+    EXPECT_TRUE(parse_contract(json, "t.toml") == c) << json;
+    EXPECT_EQ(to_json(parse_contract(kBase, "t.toml")).find("operand_roundings"), std::string::npos);
+
+    expect_message(error_of(edit(six, "operand_roundings = 6", "operand_roundings = 1"), false),
+                   {"outputs[0].tolerance.operand_roundings: must be at least 2, not 1"});
+    expect_message(error_of(edit(six, "operand_roundings = 6", "operand_roundings = 65"), false),
+                   {"outputs[0].tolerance.operand_roundings: must be at most 64"});
+    expect_message(error_of(edit(six, "operand_roundings = 6", "operand_roundings = 6.5"), false),
+                   {"operand_roundings: must be an integer, not a float"});
+    expect_message(error_of(edit(six, "tf32_operands = true", "tf32_operands = false"), true),
+                   {"outputs[0].tolerance.operand_roundings", "allows no operand format"});
+    expect_message(error_of(edit(six, "model = \"reduction\", k = \"K\"", "model = \"elementwise\""), true),
+                   {"outputs[0].tolerance.operand_roundings", "not an elementwise output"});
 }
 
 // One test per class of error: each names the source, the field and the problem.
