@@ -10,5 +10,6 @@
 #define KCV_GDN_CONTROL_TITLE "float32 chunked recurrence adjoint with bf16 operands, CPU"
 #define KCV_GDN_CONTROL_OPERANDS ", every materialised operand rounded to bf16"
 #define KCV_GDN_CONTROL_CONTRACTS \
-    R"j("gdn-backward-linear-attention-bf16-operands", "gdn-backward-ssd-bf16-operands", "gdn-backward-gla-bf16-operands")j"
+    R"j("gdn-backward-linear-attention-bf16-operands", "gdn-backward-ssd-bf16-operands", "gdn-backward-gla-bf16-operands", )j" \
+    R"j("gdn-backward-gdn-bf16-operands", "gdn-backward-kda-bf16-operands")j"
 #include "gdn_backward.cpp"

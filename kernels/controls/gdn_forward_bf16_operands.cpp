@@ -10,5 +10,6 @@
 #define KCV_GDN_CONTROL_TITLE "float32 chunked recurrence with bf16 operands, CPU"
 #define KCV_GDN_CONTROL_OPERANDS ", every materialised operand rounded to bf16"
 #define KCV_GDN_CONTROL_CONTRACTS \
-    R"j("gdn-forward-linear-attention-bf16-operands", "gdn-forward-ssd-bf16-operands", "gdn-forward-gla-bf16-operands")j"
+    R"j("gdn-forward-linear-attention-bf16-operands", "gdn-forward-ssd-bf16-operands", "gdn-forward-gla-bf16-operands", )j" \
+    R"j("gdn-forward-gdn-bf16-operands", "gdn-forward-kda-bf16-operands")j"
 #include "gdn_forward.cpp"

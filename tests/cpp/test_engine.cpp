@@ -313,6 +313,28 @@ TEST(Verify, RecurrenceWithBf16OperandsPassesItsContractButNotABf16State) {
     EXPECT_EQ(gate(r, "ORD-03").signature, std::vector<std::string>{"thin-margin"});
 }
 
+// The delta members' contracts with bf16 operands count the chunked form's chains of rounded
+// operands (operand_roundings, docs/gdn.md): their control passes every gate of Gated DeltaNet's
+// forward, which it cannot with a count of two for every output, and a bf16 carried state still
+// fails ORD-03 (full probes at seed 0, bench/RESULTS.md: with two, CMP-01 fails on ht at r = 1.01;
+// the bf16 state is 1.65 times the control's envelope).
+TEST(Verify, DeltaRecurrenceWithBf16OperandsCountsItsChains) {
+    const std::string control = std::string(KCV_TEST_KERNEL_DIR) + "/kcv_controls_gdn_forward_bf16_operands.so";
+    Contract c = resolve_contract("gdn-forward-gdn-bf16-operands");
+    ASSERT_EQ(c.outputs.at(0).name, "o");
+    EXPECT_EQ(c.outputs.at(0).operand_roundings, 6);
+    EXPECT_EQ(c.outputs.at(1).operand_roundings, 12);
+    Record r = verify(c, control, quick_options());
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_GE(expect_pass_or_na(r), 10);
+
+    VerifyOptions ord03 = quick_options();
+    ord03.only_gates = {"ORD-03"};
+    r = verify(c, bad_kernel("gdn_forward_bf16_state"), ord03);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(gate(r, "ORD-03").verdict, Verdict::fail) << gate(r, "ORD-03").reason;
+}
+
 // Another chunk length is another correct implementation that rounds differently: the chunked
 // backward at chunks of 128 exceeds the two controls' envelope on gdn-backward-gdn by more than the
 // setting's margin and one ulp (1.51 times at seed 0, quick probes), and passes at the contract's

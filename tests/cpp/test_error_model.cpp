@@ -123,6 +123,25 @@ TEST(AnalyticRatio, DeclaredOperandFormatAddsTwoUnitsOfTheScale) {
         EXPECT_DOUBLE_EQ(analytic_tau(p, k, 3.0, 0.5), analytic_tau(base, k, 3.0, 0.5) + 2 * 0x1p-8 * 3.0) << k;
 }
 
+// An output that declares a longer chain of rounded operands gets n·u(op)·s in place of 2·u(op)·s,
+// and only where the contract allows an operand format.
+TEST(AnalyticRatio, OperandRoundingsScaleTheOperandTerm) {
+    Contract c;
+    OutputSpec chain;
+    chain.model = ErrorModelKind::scan;
+    chain.operand_roundings = 6;
+    c.outputs = {chain};
+    const ErrorModelParams none = params_for(c, 0, 4.0);
+    EXPECT_EQ(none.operand_roundings, 6.0);
+    EXPECT_DOUBLE_EQ(analytic_tau(none, 64, 3.0, 0.5), analytic_tau(params_for(chain, 4.0), 64, 3.0, 0.5))
+        << "no operand format allowed: the count adds nothing";
+    c.semantics.bf16_operands = true;
+    const ErrorModelParams p = params_for(c, 0, 4.0);
+    c.outputs[0].operand_roundings = 2;
+    const ErrorModelParams two = params_for(c, 0, 4.0);
+    EXPECT_DOUBLE_EQ(analytic_tau(p, 64, 3.0, 0.5) - analytic_tau(two, 64, 3.0, 0.5), 4 * 0x1p-8 * 3.0);
+}
+
 // The oracle floors operands at the declared format's smallest normal, and at nothing without one.
 TEST(AnalyticRatio, OperandFloorIsTheDeclaredFormatsSmallestNormal) {
     Contract c;

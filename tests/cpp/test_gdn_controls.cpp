@@ -96,7 +96,7 @@ TEST(GdnControls, ManifestsNameEveryMemberContract) {
         for (const char* m : {"linear-attention", "ssd", "gla", "gdn", "kda"}) want.push_back("gdn-" + kind + "-" + m);
         EXPECT_EQ(j.at("contracts").get<std::vector<std::string>>(), want);
     }
-    // The controls with bf16 operands serve the members whose contracts allow them.
+    // The controls with bf16 operands serve every member's contracts that allow them.
     for (const char* kind : {"forward", "backward"}) {
         const std::string name = std::string("gdn_") + kind + "_bf16_operands";
         Library lib(name);
@@ -105,7 +105,7 @@ TEST(GdnControls, ManifestsNameEveryMemberContract) {
         EXPECT_EQ(j.at("role"), "control");
         EXPECT_EQ(j.at("name"), name);
         std::vector<std::string> want;
-        for (const char* m : {"linear-attention", "ssd", "gla"})
+        for (const char* m : {"linear-attention", "ssd", "gla", "gdn", "kda"})
             want.push_back(std::string("gdn-") + kind + "-" + m + "-bf16-operands");
         EXPECT_EQ(j.at("contracts").get<std::vector<std::string>>(), want);
         const std::vector<std::string> ids = kcv::builtin_contract_ids();

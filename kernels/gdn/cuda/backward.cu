@@ -18,7 +18,8 @@ KCV_EXPORT const char* kcv_kernel_manifest(void) {
            R"j( "contracts": ["gdn-backward-linear-attention", "gdn-backward-ssd", "gdn-backward-gla", "gdn-backward-gdn", "gdn-backward-kda",)j"
            R"j( "gdn-backward-linear-attention-bf16", "gdn-backward-ssd-bf16", "gdn-backward-gla-bf16", "gdn-backward-gdn-bf16", "gdn-backward-kda-bf16",)j"
            R"j( "gdn-backward-linear-attention-f16", "gdn-backward-ssd-f16", "gdn-backward-gla-f16", "gdn-backward-gdn-f16", "gdn-backward-kda-f16",)j"
-           R"j( "gdn-backward-linear-attention-bf16-operands", "gdn-backward-ssd-bf16-operands", "gdn-backward-gla-bf16-operands"]})j";
+           R"j( "gdn-backward-linear-attention-bf16-operands", "gdn-backward-ssd-bf16-operands", "gdn-backward-gla-bf16-operands",)j"
+           R"j( "gdn-backward-gdn-bf16-operands", "gdn-backward-kda-bf16-operands"]})j";
 }
 
 KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }

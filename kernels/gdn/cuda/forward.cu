@@ -18,7 +18,8 @@ KCV_EXPORT const char* kcv_kernel_manifest(void) {
            R"j( "contracts": ["gdn-forward-linear-attention", "gdn-forward-ssd", "gdn-forward-gla", "gdn-forward-gdn", "gdn-forward-kda",)j"
            R"j( "gdn-forward-linear-attention-bf16", "gdn-forward-ssd-bf16", "gdn-forward-gla-bf16", "gdn-forward-gdn-bf16", "gdn-forward-kda-bf16",)j"
            R"j( "gdn-forward-linear-attention-f16", "gdn-forward-ssd-f16", "gdn-forward-gla-f16", "gdn-forward-gdn-f16", "gdn-forward-kda-f16",)j"
-           R"j( "gdn-forward-linear-attention-bf16-operands", "gdn-forward-ssd-bf16-operands", "gdn-forward-gla-bf16-operands"]})j";
+           R"j( "gdn-forward-linear-attention-bf16-operands", "gdn-forward-ssd-bf16-operands", "gdn-forward-gla-bf16-operands",)j"
+           R"j( "gdn-forward-gdn-bf16-operands", "gdn-forward-kda-bf16-operands"]})j";
 }
 
 KCV_EXPORT const char* kcv_kernel_last_error(void) { return kcvk::last_error(); }
