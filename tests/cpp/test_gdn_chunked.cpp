@@ -235,7 +235,7 @@ TEST(GdnChunked, RefusesAnEmptyChunk) {
 // cases above and at K = V = 128, the bf16 contracts' head size, n each output's roundings().
 // Every output stays within it. With n = 2 for every output, the delta members' final state does
 // not (r up to 0.99 for KDA at K = 32, 1.10 at K = 128 on these seeds; asserted above 0.9, so
-// that the count of six is seen to be needed): rounding T, W and Δ, intermediates larger than the
+// that a count above two is seen to be needed): rounding T, W and Δ, intermediates larger than the
 // oracle's terms, is not covered by 2·u(bf16)·s.
 TEST(GdnChunked, WithBf16OperandsAgreesWithOracleUnderTheBf16OperandModel) {
     std::vector<Case> all = cases();
