@@ -5,10 +5,12 @@
 // determinism and exact cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,6 +20,7 @@
 // The chunked implementation is not part of libkcv (the oracle is), so it is compiled here.
 #include "../../gdn/cpu/gdn_chunked.cpp"
 #include "../../gdn/oracle/gdn_oracle.hpp"
+#include "kcv/contract.hpp"
 // The CUDA kernels' source on host threads, to compare with the chunked implementation here,
 // the one file that compiles both.
 #define KCV_GDN_HOST_EMULATION 1
@@ -100,19 +103,17 @@ struct Ratios {
 };
 
 // How many rounded operands one term of an output passes through in the chunked form with bf16
-// operands, its longest chain within a chunk, as the contracts that allow them declare it
-// (operand_roundings; docs/gdn.md, "Chains of rounded operands"): for the delta members o 6 (P,
-// Δ, W, T, R̃ = Λ(β ⊙ k), S₀), dv 5, dq 6, dk, dg and dβ 12 (through dA = −Tᵀ(dT Tᵀ)), and the
-// state and its gradient, ht and dh0, twice their chain of 6, which a term passes again at every
-// chunk boundary it crosses; for a gated member without the delta term dg 3 (q̃ · dq̃ with dq̃ =
-// dO S₀ᵀ stored); 2 otherwise.
+// operands, read from the member's contract that allows them (operand_roundings; docs/gdn.md,
+// "Chains of rounded operands"), so that the contracts as built are what these tests hold the
+// algorithm to.
 double roundings(Member m, const std::string& output) {
-    if (m.delta) {
-        if (output == "dv") return 5.0;
-        if (output == "o" || output == "dq") return 6.0;
-        return 12.0;
-    }
-    return m.gate != GateKind::none && output == "dg" ? 3.0 : 2.0;
+    std::string member = kcv::gdn::member_name(m);
+    std::replace(member.begin(), member.end(), '_', '-');
+    const std::string direction = output == "o" || output == "ht" ? "forward" : "backward";
+    const kcv::Contract c = kcv::resolve_contract("gdn-" + direction + "-" + member + "-bf16-operands");
+    for (const kcv::OutputSpec& o : c.outputs)
+        if (o.name == output) return o.operand_roundings;
+    throw std::logic_error(c.id + " has no output " + output);
 }
 
 // bf16: the chunked implementation with bf16 operands, on inputs q, k, v, do that are bf16 values
